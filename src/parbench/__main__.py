@@ -1,0 +1,22 @@
+"""`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point."""
+
+from __future__ import annotations
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig
+
+from parbench.config.schema import Config
+from parbench.orchestrator import run_job
+from parbench.paths import CONF_DIR
+
+ConfigStore.instance().store(name="config_schema", node=Config)
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def main(cfg: DictConfig) -> dict:
+    return run_job(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""From a composed config to the typed, fully resolved Config a job runs with, and back to YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from parbench.config import ConfigError
+from parbench.config.hardware import GpuInfo, resolve_hardware
+from parbench.config.schema import Config
+from parbench.workloads import parse_workload
+from parbench.workloads.dtypes import resolve_dtype
+
+RESOLVED_FILE = "resolved.yaml"
+
+
+def to_typed(node: DictConfig | dict) -> Config:
+    """Type-check a config tree against the schema and parse its workload."""
+    try:
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))
+    except OmegaConfBaseException as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    cfg.workload = parse_workload(cfg.workload)
+    return cfg
+
+
+def resolve(node: DictConfig, gpus: list[GpuInfo]) -> Config:
+    """Typed config with hardware=auto, gpus_per_node=-1 and dtype=auto made concrete."""
+    cfg = to_typed(node)
+    cfg.hardware = resolve_hardware(cfg.hardware, gpus)
+    if hasattr(cfg.workload, "dtype"):
+        cfg.workload.dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
+    return cfg
+
+
+def as_dict(cfg: Config) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def save(cfg: Config, path: Path) -> None:
+    path.write_text(OmegaConf.to_yaml(OmegaConf.create(as_dict(cfg))))
+
+
+def load(path: Path) -> Config:
+    return to_typed(OmegaConf.load(path))
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """{'model': {'hidden': 64}} -> {'model.hidden': '64'} for MLflow params."""
+    flat: dict[str, str] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = str(value)
+    return flat

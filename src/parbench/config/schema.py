@@ -1,0 +1,111 @@
+"""Typed schema of every config group; Hydra merges conf/<group>/*.yaml into these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING
+
+
+@dataclass
+class HardwareConfig:
+    """A machine profile: peaks for MFU/MBU and how many devices to launch on."""
+
+    name: str = MISSING
+    device_type: str = "cuda"  # cuda | cpu
+    backend: str = "nccl"  # nccl | gloo
+    # Substrings of the GPU name (nvidia-smi) that select this profile under hardware=auto.
+    match: List[str] = field(default_factory=list)
+    # Dense peak per device, TFLOP/s, keyed by dtype (fp32, tf32, bf16, fp16, fp8).
+    peak_tflops: Dict[str, float] = field(default_factory=dict)
+    hbm_bandwidth_gbps: Optional[float] = None  # device memory bandwidth, GB/s
+    memory_gb: Optional[float] = None  # per device
+    link_bandwidth_gbps: Optional[float] = None  # intra-node GPU-GPU, one direction, GB/s
+    gpus_per_node: int = -1  # -1: every local GPU (CPU profile: number of ranks)
+    nodes: int = 1
+
+
+@dataclass
+class ModelConfig:
+    """Architecture of a decoder-only transformer (dense or MoE)."""
+
+    name: str = MISSING
+    family: str = "llama"  # registry key in parbench.models
+    layers: int = MISSING
+    hidden: int = MISSING
+    heads: int = MISSING
+    kv_heads: int = MISSING
+    head_dim: Optional[int] = None  # None: hidden // heads
+    ffn: int = MISSING  # SwiGLU / MLP inner size (per expert for MoE)
+    vocab: int = MISSING
+    max_seq_len: int = 4096
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    tie_embeddings: bool = False
+    qk_norm: bool = False  # Qwen3 normalises q and k per head
+    experts: int = 0  # 0: dense
+    top_k: int = 0
+    capacity_factor: float = 0.0  # 0: dropless
+    aux_loss_coef: float = 0.01
+
+
+@dataclass
+class ParallelConfig:
+    """Parallel degrees; their product is the world size. dp=-1 (or fsdp=-1) is inferred."""
+
+    name: str = MISSING
+    dp: int = -1  # replicated data parallel (DDP)
+    fsdp: int = 1  # sharded data parallel (FSDP2)
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1  # expert parallel, carved out of dp*fsdp*cp ranks
+    sp: bool = False  # sequence parallel on top of tp
+    pp_schedule: str = "1f1b"  # gpipe | 1f1b | interleaved_1f1b | zero_bubble
+    pp_microbatches: int = 4
+    pp_stages_per_rank: int = 1
+    fsdp_reshard_after_forward: bool = True
+    cp_rotate: str = "allgather"  # allgather | alltoall (torch's context_parallel on GPU)
+
+
+@dataclass
+class LaunchConfig:
+    """How the orchestrator launches and supervises torchrun."""
+
+    timeout_s: float = 900.0
+    master_port: int = 29500
+    log_tail_lines: int = 60
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TrackingConfig:
+    """Where results go: an MLflow tracking URI (sqlite file or an `mlflow server` URL)."""
+
+    uri: str = "sqlite:///outputs/mlflow.db"
+    experiment: str = "parbench"
+    run_name: Optional[str] = None
+
+
+@dataclass
+class DebugConfig:
+    """Fault injection to exercise failure handling: a rank that crashes or hangs at a step."""
+
+    crash_at_step: int = -1
+    hang_at_step: int = -1
+    fault_rank: int = 0
+
+
+@dataclass
+class Config:
+    hardware: HardwareConfig = MISSING
+    model: ModelConfig = MISSING
+    parallel: ParallelConfig = MISSING
+    # Each workload has its own schema (see parbench.workloads); validated by its registry entry.
+    workload: Dict[str, Any] = MISSING
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)
+    seed: int = 0
+    dry_run: bool = False

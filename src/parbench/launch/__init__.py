@@ -1,0 +1,1 @@
+"""Launching workers: the torchrun command, multi-node rendezvous, supervision with a timeout."""

@@ -1,0 +1,1 @@
+"""Measurement definitions: FLOPs and MFU, step-time statistics, memory."""

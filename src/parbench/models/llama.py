@@ -1,0 +1,140 @@
+"""Llama-style decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU MLP (or MoE), as in
+Llama 2/3, Qwen3 (qk_norm) and Mixtral (experts>0). Module names follow torchtitan's so the
+TP/FSDP plans read the same."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from parbench.config.schema import ModelConfig
+from parbench.models import MODEL_FAMILIES
+from parbench.models.moe import MoE
+
+INIT_STD = 0.02
+
+
+def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin tables of shape [max_seq_len, head_dim // 2] for rotate-half RoPE."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x [batch, seq, heads, head_dim] by position; cos/sin are [seq, head_dim // 2]."""
+    x1, x2 = x.float().chunk(2, dim=-1)
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).type_as(x)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """SDPA over [batch, heads, seq, head_dim]; k/v may carry fewer (grouped) heads."""
+    n_rep = q.shape[1] // k.shape[1]
+    if n_rep > 1:
+        k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, bias: bool = False):
+        super().__init__()
+        self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+        self.wq = nn.Linear(cfg.hidden, cfg.heads * self.head_dim, bias=bias)
+        self.wk = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=bias)
+        self.wv = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=bias)
+        self.wo = nn.Linear(cfg.heads * self.head_dim, cfg.hidden, bias=bias)
+        self.q_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        # Swappable core (context parallel replaces it with a ring / all-gather form).
+        self.attention_fn = causal_attention
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        b, s, _ = x.shape
+        # -1 heads: under tensor parallelism each rank holds a slice of the heads.
+        q = self.wq(x).view(b, s, -1, self.head_dim)
+        k = self.wk(x).view(b, s, -1, self.head_dim)
+        v = self.wv(x).view(b, s, -1, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        out = self.attention_fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return self.wo(out.transpose(1, 2).reshape(b, s, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, hidden: int, ffn: int):
+        super().__init__()
+        self.w1 = nn.Linear(hidden, ffn, bias=False)
+        self.w2 = nn.Linear(ffn, hidden, bias=False)
+        self.w3 = nn.Linear(hidden, ffn, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.attention = Attention(cfg)
+        self.ffn_norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.feed_forward = MoE(cfg) if cfg.experts else FeedForward(cfg.hidden, cfg.ffn)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), rope)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Transformer(nn.Module):
+    """Embeddings -> blocks -> norm -> output head. Pipeline stages set the parts they lack to None."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+        self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.hidden)
+        # A dict keyed by layer index keeps parameter names stable when a pipeline stage drops layers.
+        self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.layers)})
+        self.norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        if cfg.tie_embeddings:
+            self.output.weight = self.tok_embeddings.weight
+        self.register_buffer("rope_cos", torch.empty(cfg.max_seq_len, self.head_dim // 2), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(cfg.max_seq_len, self.head_dim // 2), persistent=False)
+        if self.rope_cos.device.type != "meta":
+            self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Seeded-RNG initialisation; call again after materialising a meta-device model."""
+        cos, sin = rope_tables(self.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta)
+        self.rope_cos.copy_(cos)
+        self.rope_sin.copy_(sin)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.trunc_normal_(module.weight, std=INIT_STD)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.RMSNorm):
+                nn.init.ones_(module.weight)
+            elif isinstance(module, MoE):
+                module.init_weights(INIT_STD)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
+        seq = h.shape[1]
+        rope = (self.rope_cos[:seq], self.rope_sin[:seq])
+        for layer in self.layers.values():
+            h = layer(h, rope)
+        h = self.norm(h) if self.norm is not None else h
+        return self.output(h) if self.output is not None else h
+
+
+@MODEL_FAMILIES.register("llama")
+def build_llama(cfg: ModelConfig) -> Transformer:
+    return Transformer(cfg)

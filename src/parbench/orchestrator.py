@@ -1,0 +1,114 @@
+"""One Hydra job: validate and plan, launch torchrun, record the outcome in MLflow.
+It never initialises CUDA, so it survives whatever the workers do."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from parbench.config import ConfigError, resolve
+from parbench.config.hardware import detect_gpus
+from parbench.config.schema import Config
+from parbench.config.validate import validate
+from parbench.launch.cluster import current_node
+from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
+from parbench.models import build_model, count_params
+from parbench.parallel.dims import ParallelDims
+from parbench.report.summary import metrics_table
+from parbench.tracking.job import LOG_FILE, JobRun
+from parbench.tracking.store import Store
+from parbench.tracking.sweep import parent_run_id
+from parbench.workloads import WORKLOADS
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What Hydra knows about this job."""
+
+    job_dir: Path
+    multirun: bool
+    sweep_dir: Path | None
+    name: str
+    choices: dict[str, str]
+
+    @classmethod
+    def from_hydra(cls) -> "JobContext":
+        hc = HydraConfig.get()
+        multirun = hc.mode == RunMode.MULTIRUN
+        choices = {k: str(v) for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
+        label = hc.job.override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
+        return cls(Path(hc.runtime.output_dir), multirun, Path(hc.sweep.dir) if multirun else None,
+                   f"{choices.get('workload', 'job')} {label}", choices)
+
+
+def make_plan(cfg: Config, dims: ParallelDims) -> dict:
+    """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
+    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    return {
+        "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
+        "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
+        "world_size": dims.world_size, "mesh": dims.as_dict(), "model": cfg.model.name,
+        "params_total": counts.total, "params_active": counts.active, "params_embedding": counts.embedding,
+        "workload": cfg.workload.name, **WORKLOADS.get(cfg.workload.name).plan(cfg, dims),
+    }
+
+
+def run_job(node: DictConfig) -> dict:
+    ctx = JobContext.from_hydra()
+    gpus = detect_gpus()
+    try:
+        cfg = resolve.resolve(node, gpus)
+        dims = validate(cfg, None if cfg.dry_run else gpus)
+        plan = make_plan(cfg, dims)
+    except ConfigError as e:
+        return reject(e, node, ctx)
+    if cfg.dry_run:
+        print(json.dumps(plan, indent=2))
+        return plan
+    return launch(cfg, plan, ctx)
+
+
+def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
+    node = current_node(cfg.hardware.nodes)
+    resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
+    parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
+    run = JobRun.start(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir) if node.is_main else None
+    print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
+          f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
+    log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
+    outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir), worker_env(cfg), ctx.job_dir / log_name,
+                           cfg.launch.timeout_s, cfg.launch.log_tail_lines)
+    if run is None:
+        return {}
+    metrics = run.finish(outcome, ctx.job_dir)
+    report(cfg, ctx, run, outcome.ok, outcome.reason, metrics)
+    if not outcome.ok and not ctx.multirun:
+        sys.exit(1)
+    return metrics
+
+
+def report(cfg: Config, ctx: JobContext, run: JobRun, ok: bool, reason: str, metrics: dict) -> None:
+    status = "FINISHED" if ok else f"FAILED: {reason}"
+    keys = WORKLOADS.get(cfg.workload.name).summary_metrics
+    print(f"\n== {ctx.name}: {status}\n{metrics_table(metrics, keys)}")
+    print(f"Job dir: {ctx.job_dir}\nMLflow run {run.run_id}: mlflow ui --backend-store-uri {run.store.uri}\n",
+          flush=True)
+
+
+def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:
+    """An invalid config: a clear message; in a sweep a FAILED run records it and the sweep goes on."""
+    print(f"parbench: invalid config ({ctx.name}): {error}", file=sys.stderr, flush=True)
+    if not ctx.multirun:
+        sys.exit(2)
+    store = Store(node.tracking.uri, node.tracking.experiment)
+    run_id = store.create_run(ctx.name, {"status": "FAILED", "failure_reason": f"invalid config: {error}",
+                                         **{f"choice.{k}": v for k, v in ctx.choices.items()}},
+                              parent_run_id(ctx.sweep_dir))
+    store.finish(run_id, ok=False)
+    return {}

@@ -1,0 +1,96 @@
+"""Parallel strategies: each module registers a Strategy; `parallelize` applies the enabled ones
+in their `order` on one DeviceMesh built from ParallelDims."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+from parbench.config.schema import Config
+from parbench.parallel.dims import MESH_DIMS, ParallelDims
+from parbench.registry import Registry
+
+
+@dataclass
+class DistEnv:
+    """This rank's view of the job: where it runs and the mesh it belongs to."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+    dims: ParallelDims
+    mesh: DeviceMesh
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def data_rank(self) -> int:
+        """Index of this rank's batch among the dims.data_parallel batches of a step."""
+        return self.mesh["dp"].get_local_rank() * self.dims.fsdp + self.mesh["fsdp"].get_local_rank()
+
+
+def init_distributed(cfg: Config, timeout_s: float) -> DistEnv:
+    """Join the process group torchrun set up and build the mesh (dims pp, dp, fsdp, cp, tp)."""
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    if cfg.hardware.device_type == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(cfg.hardware.backend, timeout=timedelta(seconds=timeout_s),
+                            device_id=device if device.type == "cuda" else None)
+    dims = ParallelDims.from_config(cfg.parallel, world_size)
+    mesh = init_device_mesh(device.type, dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
+    return DistEnv(rank, local_rank, world_size, device, dims, mesh)
+
+
+@dataclass
+class ParallelModel:
+    """The model after every enabled strategy. `parts` are the modules this rank holds (several
+    under pipeline parallelism); `forward_backward(inputs, labels) -> loss` runs one step's
+    forward and backward, and a strategy that changes how a step runs (pp) replaces it."""
+
+    parts: list[nn.Module]
+    forward_backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    handles_mixed_precision: bool = False
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def parameters(self):
+        for part in self.parts:
+            yield from part.parameters()
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One parallelism. `order` fixes composition (tp, then pp split, then fsdp/dp wrap)."""
+
+    order: int
+    enabled: Callable[[ParallelDims, Config], bool]
+    apply: Callable[[ParallelModel, DistEnv, Config], ParallelModel]
+
+
+STRATEGIES: Registry[Strategy] = Registry("parallel strategy", "parallel")
+
+
+def parallelize(model: nn.Module, env: DistEnv, cfg: Config) -> ParallelModel:
+    """Apply every enabled strategy to the model, in order."""
+    pmodel = ParallelModel(parts=[model])
+    for name in sorted(STRATEGIES.names(), key=lambda n: STRATEGIES.get(n).order):
+        strategy = STRATEGIES.get(name)
+        if strategy.enabled(env.dims, cfg):
+            pmodel = strategy.apply(pmodel, env, cfg)
+    return pmodel
+
+
+# Importing the strategy modules registers them.
+from parbench.parallel import activation_checkpoint, dp, fsdp  # noqa: E402,F401

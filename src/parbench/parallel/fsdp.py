@@ -1,0 +1,35 @@
+"""Fully sharded data parallel: FSDP2 `fully_shard` per transformer block, then the root.
+With parallel.dp > 1 as well, the mesh (dp, fsdp) makes it HSDP."""
+
+from __future__ import annotations
+
+import torch
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from parbench.config.schema import Config
+from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
+from parbench.parallel.dims import ParallelDims
+from parbench.workloads.dtypes import torch_dtype
+
+
+def enabled(dims: ParallelDims, cfg: Config) -> bool:
+    return dims.fsdp > 1
+
+
+def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
+    mesh = env.mesh["dp", "fsdp"] if env.dims.dp > 1 else env.mesh["fsdp"]
+    param_dtype = torch_dtype(cfg.workload.dtype)
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    reshard = cfg.parallel.fsdp_reshard_after_forward
+    for part in pmodel.parts:
+        layers = list(part.layers.values())
+        for i, block in enumerate(layers):
+            # The last block's parameters are needed again at once by backward: keep them.
+            fully_shard(block, mesh=mesh, mp_policy=policy,
+                        reshard_after_forward=reshard and i < len(layers) - 1)
+        fully_shard(part, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
+    pmodel.handles_mixed_precision = True
+    return pmodel
+
+
+STRATEGIES.register("fsdp")(Strategy(order=60, enabled=enabled, apply=apply))

@@ -1,0 +1,1 @@
+"""Cross-run comparison: tables (and plots) from MLflow runs."""

@@ -1,0 +1,37 @@
+"""Readable tables of run metrics for the terminal and CSV."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# Shown when present, in this order; the rest of a run lives in MLflow.
+TABLE_METRICS = ("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
+                 "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "mem_peak_allocated_gb", "loss_final")
+TABLE_TAGS = ("mlflow.runName", "status_reason")
+
+
+def sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per child run: name, status, the headline metrics, failure reason."""
+    if runs.empty:
+        return pd.DataFrame(columns=["run", "status"])
+    table = pd.DataFrame({"run": runs.get("tags.mlflow.runName"), "status": runs["status"]})
+    for metric in TABLE_METRICS:
+        column = f"metrics.{metric}"
+        if column in runs and runs[column].notna().any():
+            table[metric] = runs[column]
+    if "tags.failure_reason" in runs:
+        table["failure_reason"] = runs["tags.failure_reason"].fillna("").str.slice(0, 80)
+    return table.reset_index(drop=True)
+
+
+def format_runs(table: pd.DataFrame, title: str) -> str:
+    body = table.to_string(index=False, float_format=lambda v: f"{v:.4g}") if len(table) else "(no runs)"
+    rule = "=" * min(120, max(len(title), max((len(line) for line in body.splitlines()), default=0)))
+    return f"\n{rule}\n{title}\n{rule}\n{body}\n"
+
+
+def metrics_table(metrics: dict[str, float], keys: tuple[str, ...]) -> str:
+    """Two columns, metric and value, for one run."""
+    rows = [(k, metrics[k]) for k in keys if k in metrics]
+    width = max((len(k) for k, _ in rows), default=10)
+    return "\n".join(f"  {k:<{width}}  {v:.4g}" for k, v in rows)

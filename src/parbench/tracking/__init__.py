@@ -1,0 +1,1 @@
+"""MLflow: one child run per job under one parent run per sweep."""

@@ -1,0 +1,64 @@
+"""The MLflow child run of one job: opened before launch, filled from what the worker wrote."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from parbench import __version__
+from parbench.config import resolve
+from parbench.config.schema import Config
+from parbench.launch.torchrun import LaunchOutcome
+from parbench.paths import git_sha
+from parbench.tracking.store import Store, read_json
+from parbench.workloads.reporting import RESULTS_FILE, STEPS_FILE
+
+LOG_FILE = "worker.log"
+
+
+class JobRun:
+    def __init__(self, store: Store, run_id: str):
+        self.store, self.run_id = store, run_id
+
+    @classmethod
+    def start(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], parent_id: str | None,
+              job_dir: Path) -> "JobRun":
+        store = Store(cfg.tracking.uri, cfg.tracking.experiment)
+        sha = git_sha()
+        tags = {**{f"choice.{k}": v for k, v in choices.items()}, "git_sha": sha,
+                "mlflow.source.git.commit": sha.removesuffix("-dirty"), "parbench_version": __version__,
+                "orchestrator_host": socket.gethostname(), "job_dir": str(job_dir.resolve())}
+        run = cls(store, store.create_run(name, tags, parent_id))
+        store.log_params(run.run_id, resolve.flatten(resolve.as_dict(cfg)))
+        store.log_metrics(run.run_id, {f"plan_{k}": v for k, v in resolve.flatten(plan).items()
+                                       if _is_number(v)})
+        store.log_artifacts(run.run_id, [job_dir / resolve.RESOLVED_FILE])
+        return run
+
+    def finish(self, outcome: LaunchOutcome, job_dir: Path) -> dict[str, float]:
+        """Log everything the worker left (also after a crash) and close the run."""
+        steps = [json.loads(line) for line in (job_dir / STEPS_FILE).read_text().splitlines()
+                 if line.strip()] if (job_dir / STEPS_FILE).exists() else []
+        results = read_json(job_dir / RESULTS_FILE)
+        metrics = results.get("metrics", {})
+        self.store.log_step_rows(self.run_id, steps)
+        self.store.log_metrics(self.run_id, {**metrics, "launch_duration_s": outcome.duration_s})
+        for name, series in results.get("step_metrics", {}).items():
+            self.store.log_step_rows(self.run_id, [{"step": i, name: v} for i, v in enumerate(series)])
+        tags = {**results.get("tags", {}), "status": "FINISHED" if outcome.ok else "FAILED"}
+        if not outcome.ok:
+            tags.update(failure_reason=outcome.reason, log_tail=outcome.log_tail[-4000:])
+        self.store.set_tags(self.run_id, tags)
+        self.store.log_artifacts(self.run_id, [job_dir / f for f in (LOG_FILE, RESULTS_FILE, STEPS_FILE)])
+        self.store.log_artifacts(self.run_id, sorted((job_dir / ".hydra").glob("*.yaml")), "hydra")
+        self.store.finish(self.run_id, outcome.ok)
+        return metrics
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True

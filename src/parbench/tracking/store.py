@@ -1,0 +1,110 @@
+"""A thin layer over MlflowClient that survives concurrent writers on one SQLite file."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+T = TypeVar("T")
+BATCH = 100  # MLflow's limit on params per log_batch call (metrics: 1000)
+
+
+def retry(fn: Callable[..., T], *args: Any, attempts: int = 12, **kwargs: Any) -> T:
+    """Call fn, backing off while another writer holds the SQLite lock."""
+    for attempt in range(attempts):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - sqlalchemy errors arrive wrapped in several types
+            text = str(e).lower()
+            transient = "locked" in text or "busy" in text or "unique constraint" in text
+            if not transient or attempt == attempts - 1:
+                raise
+            time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def sqlite_path(uri: str) -> Path | None:
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+class Store:
+    """Runs, params, metrics, tags and artifacts of one MLflow experiment."""
+
+    def __init__(self, uri: str, experiment: str):
+        db = sqlite_path(uri)
+        self.artifact_root = None
+        if db is not None:
+            db.parent.mkdir(parents=True, exist_ok=True)
+            uri = f"sqlite:///{db.resolve()}"
+            self.artifact_root = (db.resolve().parent / "mlartifacts").as_uri()
+        self.uri = uri
+        self.client = retry(MlflowClient, tracking_uri=uri)
+        self.experiment_id = retry(self._experiment_id, experiment)
+
+    def _experiment_id(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=self.artifact_root)
+        except MlflowException:  # created meanwhile by a concurrent job
+            return self.client.get_experiment_by_name(name).experiment_id
+
+    def create_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
+        tags = {**tags, MLFLOW_RUN_NAME: name}
+        if parent_id:
+            tags[MLFLOW_PARENT_RUN_ID] = parent_id
+        run = retry(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
+        return run.info.run_id
+
+    def log_params(self, run_id: str, params: dict[str, str]) -> None:
+        items = [Param(k, v[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), BATCH):
+            retry(self.client.log_batch, run_id, params=items[i:i + BATCH])
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+        for i in range(0, len(items), BATCH):
+            retry(self.client.log_batch, run_id, tags=items[i:i + BATCH])
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+        for i in range(0, len(items), 1000):
+            retry(self.client.log_batch, run_id, metrics=items[i:i + 1000])
+
+    def log_step_rows(self, run_id: str, rows: list[dict]) -> None:
+        """Per-step series as `steps/<field>` at their step (apart from the summaries' names)."""
+        now = int(time.time() * 1000)
+        items = [Metric(f"steps/{k}", float(v), now, row["step"]) for row in rows for k, v in row.items()
+                 if k != "step" and isinstance(v, (int, float))]
+        for i in range(0, len(items), 1000):
+            retry(self.client.log_batch, run_id, metrics=items[i:i + 1000])
+
+    def log_artifacts(self, run_id: str, paths: list[Path], folder: str | None = None) -> None:
+        for path in paths:
+            if path.exists():
+                retry(self.client.log_artifact, run_id, str(path), folder)
+
+    def finish(self, run_id: str, ok: bool) -> None:
+        retry(self.client.set_terminated, run_id, "FINISHED" if ok else "FAILED")
+
+    def child_runs(self, parent_id: str):
+        """Children of a sweep's parent run as a pandas DataFrame (mlflow.search_runs columns)."""
+        import mlflow
+
+        mlflow.set_tracking_uri(self.uri)
+        return retry(mlflow.search_runs, experiment_ids=[self.experiment_id],
+                     filter_string=f"tags.{MLFLOW_PARENT_RUN_ID} = '{parent_id}'", order_by=["start_time ASC"])
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}

@@ -1,0 +1,46 @@
+"""Hydra callback: one MLflow parent run per multirun, and the sweep's table at its end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from parbench.report.summary import format_runs, sweep_table
+from parbench.tracking.store import Store
+
+PARENT_FILE = "mlflow_parent_run.json"
+
+
+def parent_run_id(sweep_dir: Path) -> str | None:
+    path = sweep_dir / PARENT_FILE
+    return json.loads(path.read_text())["run_id"] if path.exists() else None
+
+
+class MlflowSweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        store = Store(config.tracking.uri, config.tracking.experiment)
+        overrides = " ".join(config.hydra.overrides.task)
+        run_id = store.create_run(f"sweep {sweep_dir.name}", {"parbench.sweep": "true", "overrides": overrides,
+                                                               "sweep_dir": str(sweep_dir.resolve())})
+        (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri}))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        run_id = parent_run_id(sweep_dir)
+        if run_id is None:
+            return
+        store = Store(config.tracking.uri, config.tracking.experiment)
+        table = sweep_table(store.child_runs(run_id))
+        csv = sweep_dir / "summary.csv"
+        table.to_csv(csv, index=False)
+        store.log_artifacts(run_id, [csv])
+        store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
+        print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
+        print(f"Summary CSV: {csv}\nCompare in MLflow: mlflow ui --backend-store-uri {store.uri}  "
+              f"(parent run {run_id})")

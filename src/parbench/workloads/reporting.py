@@ -1,0 +1,52 @@
+"""What a worker tells the orchestrator: a progress line and a JSON line per step (rank 0),
+so a crash loses nothing already measured, and results.json at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import torch
+
+STEPS_FILE = "steps.jsonl"
+RESULTS_FILE = "results.json"
+
+
+class StepReporter:
+    def __init__(self, job_dir: Path, is_main: bool):
+        self.path = job_dir / STEPS_FILE
+        self.is_main = is_main
+        if is_main:
+            self.path.write_text("")
+
+    def step(self, step: int, total: int, phase: str, **values: float) -> None:
+        if not self.is_main:
+            return
+        with self.path.open("a") as f:
+            f.write(json.dumps({"step": step, "phase": phase, **values}) + "\n")
+        shown = " ".join(f"{k}={v:.4g}" for k, v in values.items())
+        print(f"[parbench] step {step + 1}/{total} ({phase}) {shown}", flush=True)
+
+
+def write_results(job_dir: Path, results: dict) -> None:
+    tmp = job_dir / (RESULTS_FILE + ".tmp")
+    tmp.write_text(json.dumps(results, indent=2))
+    tmp.replace(job_dir / RESULTS_FILE)
+
+
+def device_tags(device: torch.device, world_size: int) -> dict[str, str]:
+    """Software and device facts every run records as MLflow tags."""
+    tags = {"torch_version": torch.__version__, "hostname": socket.gethostname(),
+            "device_count": str(world_size), "python_version": sys.version.split()[0]}
+    if device.type == "cuda":
+        tags.update(device_name=torch.cuda.get_device_name(device), cuda_version=str(torch.version.cuda),
+                    nccl_version=".".join(map(str, torch.cuda.nccl.version())))
+    else:
+        tags.update(device_name=f"cpu ({os.cpu_count()} cores)")
+    for key in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        if key in os.environ:
+            tags[key.lower()] = os.environ[key]
+    return tags

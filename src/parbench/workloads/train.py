@@ -1,0 +1,205 @@
+"""Training workload: warm-up then measured optimizer steps on synthetic tokens."""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from parbench.config import ConfigError
+from parbench.config.schema import Config
+from parbench.metrics import flops
+from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
+from parbench.metrics.timing import StepClock, summarize
+from parbench.models import build_model, count_params
+from parbench.models.moe import MoE
+from parbench.parallel import DistEnv, ParallelModel, parallelize
+from parbench.parallel.dims import ParallelDims
+from parbench.workloads import WORKLOADS, WorkloadSpec
+from parbench.workloads.dtypes import DTYPES, torch_dtype
+from parbench.workloads.reporting import StepReporter
+
+AC_MODES = ("none", "full", "selective")
+INIT_MODES = ("auto", "full", "meta")
+
+
+@dataclass
+class TrainWorkload:
+    name: str = "train"
+    batch_size: int = 4  # per data-parallel rank; a step sees batch_size * dp * fsdp sequences
+    seq_len: int = 64
+    steps: int = 8  # measured steps, after the warm-up
+    warmup_steps: int = 2
+    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
+    activation_checkpointing: str = "none"  # none | full | selective
+    compile: bool = False  # torch.compile each transformer block
+    lr: float = 3e-4
+    init: str = "auto"  # full: whole model per rank then shard; meta: shard first (big models)
+
+
+def validate(cfg: Config, dims: ParallelDims) -> None:
+    w = cfg.workload
+    for name in ("batch_size", "seq_len", "steps"):
+        if getattr(w, name) <= 0:
+            raise ConfigError(f"workload.{name}={getattr(w, name)} must be positive")
+    if w.warmup_steps < 0:
+        raise ConfigError(f"workload.warmup_steps={w.warmup_steps} must be >= 0")
+    if w.dtype not in DTYPES:
+        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPES)}")
+    if w.activation_checkpointing not in AC_MODES:
+        raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
+                          f"use one of {', '.join(AC_MODES)}")
+    if w.init not in INIT_MODES:
+        raise ConfigError(f"workload.init={w.init!r}: use one of {', '.join(INIT_MODES)}")
+    if w.seq_len > cfg.model.max_seq_len:
+        raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
+                          "shorten the sequence or raise model.max_seq_len")
+    if dims.pp > 1 and w.batch_size % cfg.parallel.pp_microbatches:
+        raise ConfigError(f"workload.batch_size={w.batch_size} is not divisible by "
+                          f"parallel.pp_microbatches={cfg.parallel.pp_microbatches}")
+    if dims.cp > 1 and w.seq_len % (2 * dims.cp):
+        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by 2*cp={2 * dims.cp} "
+                          "(context parallel splits the sequence into 2*cp load-balanced chunks)")
+
+
+def tokens_per_step(cfg: Config, dims: ParallelDims) -> int:
+    return cfg.workload.batch_size * dims.data_parallel * cfg.workload.seq_len
+
+
+def plan(cfg: Config, dims: ParallelDims) -> dict:
+    w = cfg.workload
+    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    return {
+        "tokens_per_step": tokens_per_step(cfg, dims),
+        "flops_per_token": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=True),
+        "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
+        "memory_estimate_per_device_gb": estimate_train_memory_gb(
+            cfg.model, counts, dims, w.batch_size, w.seq_len, torch_dtype(w.dtype).itemsize,
+            w.activation_checkpointing),
+    }
+
+
+def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's slice of the step's global batch; the same tokens whatever the layout."""
+    w = cfg.workload
+    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    tokens = torch.randint(0, cfg.model.vocab, (w.batch_size * env.dims.data_parallel, w.seq_len + 1),
+                           generator=gen)
+    local = tokens.chunk(env.dims.data_parallel)[env.data_rank()].to(env.device)
+    return local[:, :-1], local[:, 1:]
+
+
+def moe_aux_loss(model: nn.Module) -> torch.Tensor | float:
+    return sum((m.aux_loss for m in model.modules() if isinstance(m, MoE)), 0.0)
+
+
+def default_forward_backward(model: nn.Module, cfg: Config):
+    """Forward, cross-entropy (+ MoE load-balancing loss) and backward on one module."""
+    aux_coef = cfg.model.aux_loss_coef if cfg.model.experts else 0.0
+
+    def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+        total = loss + aux_coef * moe_aux_loss(model) if aux_coef else loss
+        total.backward()
+        return loss.detach()
+
+    return step
+
+
+def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
+    """Seeded model, every enabled strategy applied; big sharded models start on meta."""
+    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    sharded = env.dims.fsdp * env.dims.tp * env.dims.pp > 1
+    use_meta = cfg.workload.init == "meta" or (cfg.workload.init == "auto" and sharded and counts.total > 1e9)
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, "meta" if use_meta else env.device)
+    pmodel = parallelize(model, env, cfg)
+    if use_meta:
+        for part in pmodel.parts:
+            part.to_empty(device=env.device)
+            part.init_weights()
+    if pmodel.forward_backward is None:
+        pmodel.forward_backward = default_forward_backward(pmodel.parts[0], cfg)
+    return pmodel
+
+
+def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
+    """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling."""
+    if env.rank != cfg.debug.fault_rank:
+        return
+    if step == cfg.debug.crash_at_step:
+        raise RuntimeError(f"injected crash at step {step} (debug.crash_at_step)")
+    if step == cfg.debug.hang_at_step:
+        print(f"[parbench] rank {env.rank} hangs at step {step} (debug.hang_at_step)", flush=True)
+        time.sleep(10**7)
+
+
+def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
+    w = cfg.workload
+    pmodel = build_parallel_model(cfg, env)
+    optimizer = torch.optim.AdamW(pmodel.parameters(), lr=w.lr, fused=env.device.type == "cuda")
+    dtype = torch_dtype(w.dtype)
+    autocast = (torch.autocast(env.device.type, dtype=dtype)
+                if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
+    clock = StepClock(env.device)
+    step_times, losses = [], []
+    for step in range(w.warmup_steps + w.steps):
+        inject_fault(cfg, env, step)
+        inputs, labels = synthetic_batch(cfg, env, step)
+        clock.start()
+        with autocast:
+            loss = pmodel.forward_backward(inputs, labels)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        elapsed = clock.stop()
+        dist.all_reduce(loss, group=None)  # mean over ranks = mean over the global batch
+        loss_value = loss.item() / env.world_size
+        phase = "warmup" if step < w.warmup_steps else "measure"
+        if phase == "measure":
+            step_times.append(elapsed)
+        losses.append(loss_value)
+        reporter.step(step, w.warmup_steps + w.steps, phase, loss=loss_value, step_time_s=elapsed,
+                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed)
+    return train_results(cfg, env, step_times, losses)
+
+
+def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float]) -> dict:
+    """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks."""
+    gathered: list = [None] * env.world_size
+    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device)))
+    slowest = [max(times[i] for times, _ in gathered) for i in range(len(step_times))]
+    memory = {k: max(mem[k] for _, mem in gathered) for k in gathered[0][1]}
+    stats = summarize(slowest, "step_time_s")
+    tokens = tokens_per_step(cfg, env.dims)
+    tokens_per_s = tokens / stats["step_time_s"]
+    fig = plan(cfg, env.dims)
+    peak = cfg.hardware.peak_tflops[cfg.workload.dtype]
+    model_mfu = flops.mfu(fig["flops_per_token"], tokens_per_s, peak, env.world_size)
+    metrics = {
+        **stats,
+        "throughput_tokens_per_s": tokens_per_s,
+        "throughput_tokens_per_s_per_device": tokens_per_s / env.world_size,
+        "samples_per_s": tokens_per_s / cfg.workload.seq_len,
+        "flops_per_token": fig["flops_per_token"],
+        "flops_per_token_nocausal": fig["flops_per_token_nocausal"],
+        "tflops_per_device": fig["flops_per_token"] * tokens_per_s / env.world_size / 1e12,
+        "mfu": model_mfu,
+        "mfu_nocausal": flops.mfu(fig["flops_per_token_nocausal"], tokens_per_s, peak, env.world_size),
+        "hfu": model_mfu * flops.recompute_factor(cfg.workload.activation_checkpointing),
+        "loss_final": losses[-1],
+        **memory,
+    }
+    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest}}
+
+
+WORKLOADS.register("train")(WorkloadSpec(
+    schema=TrainWorkload, run=run, validate=validate, plan=plan,
+    summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "mem_peak_allocated_gb", "loss_final"),
+))
