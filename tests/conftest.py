@@ -1,0 +1,56 @@
+"""Shared helpers: run the real CLI (Hydra -> torchrun -> workers) against a temp MLflow store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Cli:
+    """`python -m parbench ...` in a temp dir, with its own SQLite MLflow store."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.uri = f"sqlite:///{root / 'mlflow.db'}"
+
+    def run(self, *overrides: str, multirun: bool = False, timeout: float = 600,
+            check: bool = True) -> subprocess.CompletedProcess:
+        where = (f"hydra.sweep.dir={self.root / 'sweep'}" if multirun else f"hydra.run.dir={self.root / 'run'}")
+        cmd = [sys.executable, "-m", "parbench", *(["-m"] if multirun else []), "hardware=cpu",
+               f"tracking.uri={self.uri}", where, *overrides]
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+        proc = subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"parbench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        return proc
+
+    def job_dir(self, num: int | None = None) -> Path:
+        return self.root / "run" if num is None else self.root / "sweep" / str(num)
+
+    def steps(self, num: int | None = None) -> list[dict]:
+        lines = (self.job_dir(num) / "steps.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def losses(self, num: int | None = None) -> list[float]:
+        return [row["loss"] for row in self.steps(num)]
+
+    def results(self, num: int | None = None) -> dict:
+        return json.loads((self.job_dir(num) / "results.json").read_text())
+
+    def runs(self):
+        import mlflow
+
+        mlflow.set_tracking_uri(self.uri)
+        return mlflow.search_runs(search_all_experiments=True, order_by=["start_time ASC"])
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
