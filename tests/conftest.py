@@ -54,3 +54,17 @@ class Cli:
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
+
+
+def compose(*overrides: str, gpus=()):
+    """The typed, resolved Config that `python -m parbench <overrides>` would run, for unit tests."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from parbench.config import resolve
+    from parbench.config.store import register_schema
+    from parbench.paths import CONF_DIR
+
+    register_schema()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        node = hydra_compose("config", overrides=list(overrides))
+    return resolve.resolve(node, list(gpus))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
-from parbench.config.schema import Config
+from parbench.config.store import register_schema
 from parbench.orchestrator import run_job
 from parbench.paths import CONF_DIR
 
-ConfigStore.instance().store(name="config_schema", node=Config)
+register_schema()
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
 
 from parbench.config import resolve
 from parbench.parallel import init_distributed
@@ -14,6 +15,7 @@ from parbench.workloads import WORKLOADS
 from parbench.workloads.reporting import StepReporter, device_tags, write_results
 
 
+@record  # torchrun then reports the first failing rank's exception as the root cause
 def main(job_dir: Path) -> None:
     cfg = resolve.load(job_dir / resolve.RESOLVED_FILE)
     env = init_distributed(cfg, timeout_s=cfg.launch.timeout_s)

@@ -81,8 +81,10 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
 
 
 def failure_reason(log_tail: str, returncode: int) -> str:
-    """The last worker exception in the log, else what the exit code says."""
-    for line in reversed(log_tail.splitlines()):
+    """The root cause torchrun names (first failing rank), else the last exception, else the exit code."""
+    root = log_tail.rfind("Root Cause")
+    lines = log_tail[root:].splitlines() if root >= 0 else []
+    for line in lines + list(reversed(log_tail.splitlines())):
         match = EXCEPTION_LINE.search(line)
         if match and "ChildFailedError" not in match.group(1):
             return f"{match.group(1)}: {match.group(2)}"[:500]
