@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import random
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from filelock import FileLock
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -41,13 +43,19 @@ class Store:
     def __init__(self, uri: str, experiment: str):
         db = sqlite_path(uri)
         self.artifact_root = None
+        lock = None
         if db is not None:
+            db = db.resolve()
             db.parent.mkdir(parents=True, exist_ok=True)
-            uri = f"sqlite:///{db.resolve()}"
-            self.artifact_root = (db.resolve().parent / "mlartifacts").as_uri()
+            uri = f"sqlite:///{db}"
+            self.artifact_root = (db.parent / "mlartifacts").as_uri()
+            # MLflow creates and migrates a new database on first use; two jobs doing that at
+            # once corrupt it, so opening the store is serialised across processes.
+            lock = FileLock(str(db) + ".lock")
         self.uri = uri
-        self.client = retry(MlflowClient, tracking_uri=uri)
-        self.experiment_id = retry(self._experiment_id, experiment)
+        with lock or nullcontext():
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = retry(self._experiment_id, experiment)
 
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
