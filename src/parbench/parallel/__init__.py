@@ -93,4 +93,4 @@ def parallelize(model: nn.Module, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # Importing the strategy modules registers them.
-from parbench.parallel import activation_checkpoint, dp, fsdp  # noqa: E402,F401
+from parbench.parallel import activation_checkpoint, compile, dp, fsdp  # noqa: E402,F401
