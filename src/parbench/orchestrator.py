@@ -49,13 +49,17 @@ class JobContext:
 
 def make_plan(cfg: Config, dims: ParallelDims) -> dict:
     """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    spec = WORKLOADS.get(cfg.workload.name)
+    model = {}
+    if spec.uses_model:
+        counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+        model = {"model": cfg.model.name, "params_total": counts.total, "params_active": counts.active,
+                 "params_embedding": counts.embedding}
     return {
         "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
         "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
-        "world_size": dims.world_size, "mesh": dims.as_dict(), "model": cfg.model.name,
-        "params_total": counts.total, "params_active": counts.active, "params_embedding": counts.embedding,
-        "workload": cfg.workload.name, **WORKLOADS.get(cfg.workload.name).plan(cfg, dims),
+        "world_size": dims.world_size, "mesh": dims.as_dict(), **model,
+        "workload": cfg.workload.name, **spec.plan(cfg, dims),
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 # Shown when present, in this order; the rest of a run lives in MLflow.
@@ -31,7 +33,11 @@ def format_runs(table: pd.DataFrame, title: str) -> str:
 
 
 def metrics_table(metrics: dict[str, float], keys: tuple[str, ...]) -> str:
-    """Two columns, metric and value, for one run."""
-    rows = [(k, metrics[k]) for k in keys if k in metrics]
+    """Two columns, metric and value, for one run; a `*` in a key matches one `/`-separated segment."""
+    rows = [(k, metrics[k]) for key in keys for k in metrics if re.fullmatch(_pattern(key), k)]
     width = max((len(k) for k, _ in rows), default=10)
     return "\n".join(f"  {k:<{width}}  {v:.4g}" for k, v in rows)
+
+
+def _pattern(key: str) -> str:
+    return "[^/]*".join(re.escape(part) for part in key.split("*"))
