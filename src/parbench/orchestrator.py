@@ -25,6 +25,7 @@ from parbench.tracking.job import LOG_FILE, JobRun
 from parbench.tracking.store import Store
 from parbench.tracking.sweep import parent_run_id
 from parbench.workloads import WORKLOADS
+from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
     run = JobRun.start(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir) if node.is_main else None
+    if run is not None and cfg.hardware.device_type == "cuda":
+        record_topology(run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
@@ -95,6 +98,13 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     if not outcome.ok and not ctx.multirun:
         sys.exit(1)
     return metrics
+
+
+def record_topology(run: JobRun, job_dir: Path) -> None:
+    """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, before launch,
+    so a run that crashes still has them."""
+    found = collect_topology()
+    run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
 def report(cfg: Config, ctx: JobContext, run: JobRun, ok: bool, reason: str, metrics: dict) -> None:

@@ -36,6 +36,11 @@ class JobRun:
         store.log_artifacts(run.run_id, [job_dir / resolve.RESOLVED_FILE])
         return run
 
+    def attach(self, tags: dict[str, str], files: list[Path]) -> None:
+        """Tags and artifacts the orchestrator adds itself (e.g. the GPU topology)."""
+        self.store.set_tags(self.run_id, tags)
+        self.store.log_artifacts(self.run_id, files)
+
     def finish(self, outcome: LaunchOutcome, job_dir: Path) -> dict[str, float]:
         """Log everything the worker left (also after a crash) and close the run."""
         steps = [json.loads(line) for line in (job_dir / STEPS_FILE).read_text().splitlines()

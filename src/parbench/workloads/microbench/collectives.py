@@ -159,12 +159,15 @@ def fill_inputs(name: str, buffers: Buffers, rank: int, n: int) -> None:
     buffers.recv.fill_(-1)
 
 
-def count_wrong(name: str, buffers: Buffers, rank: int, n: int) -> int:
-    """Run the op once on known inputs and count this rank's wrong output elements."""
+def count_wrong(name: str, buffers: Buffers, rank: int, n: int, corrupt: bool = False) -> int:
+    """Run the op once on known inputs and count this rank's wrong output elements
+    (corrupt: debug.corrupt_results, to exercise the failure path)."""
     op = COLLECTIVES[name]
     fill_inputs(name, buffers, rank, n)
     op.run(buffers, rank, n)
     got = op.result(buffers, n)
+    if corrupt:
+        got[0] += 1
     expected = op.expected(buffers.send.numel(), rank, n, got.device, got.dtype)
     return int(torch.count_nonzero(got != expected).item())
 
@@ -180,7 +183,8 @@ def measure_point(cfg: Config, env: DistEnv, name: str, full: Buffers, size_byte
         run_once(i)
     dist.barrier()
     seconds = sum(gather_floats(time_batch(run_once, w.iters, env.device), env.device)) / n
-    wrong = sum(gather_floats(count_wrong(name, buffers, env.rank, n), env.device)) if w.verify else 0
+    corrupt = cfg.debug.corrupt_results and env.rank == cfg.debug.fault_rank
+    wrong = sum(gather_floats(count_wrong(name, buffers, env.rank, n, corrupt), env.device)) if w.verify else 0
     nbytes = count * full.send.element_size()
     algbw = nbytes / seconds / GB
     return {"size_bytes": nbytes, "time_us": seconds * 1e6, "algbw_gbps": algbw,
