@@ -122,3 +122,43 @@ def test_summary_patterns_match_one_name_segment():
 
 def test_every_collective_has_a_bus_factor_test():
     assert set(COLLECTIVES) == set(BUS_FACTOR)
+
+
+def fake_nvml(bus_ids: list[str], remotes: list[list[str]], pcie_level: int):
+    """Just the NVML calls from_nvml makes: GPU i has one active NVLink per entry of remotes[i]."""
+    from types import SimpleNamespace
+
+    class NVMLError(Exception):
+        pass
+
+    def remote(handle, link):
+        if link >= len(remotes[handle]):
+            raise NVMLError("invalid link")
+        return SimpleNamespace(busId=remotes[handle][link].encode())
+
+    return SimpleNamespace(
+        NVMLError=NVMLError, NVML_NVLINK_MAX_LINKS=18, NVML_FEATURE_ENABLED=1,
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: len(bus_ids),
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: b"NVIDIA H200",
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=bus_ids[h]),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=141 * 2**30),
+        nvmlDeviceGetNvLinkState=lambda h, link: 1 if link < len(remotes[h]) else 0,
+        nvmlDeviceGetNvLinkRemotePciInfo=remote,
+        nvmlDeviceGetTopologyCommonAncestor=lambda a, b: pcie_level,
+        nvmlSystemGetDriverVersion=lambda: "570.86", nvmlSystemGetCudaDriverVersion=lambda: 12080)
+
+
+def test_nvml_links_count_direct_and_nvswitch_nvlinks():
+    from parbench.workloads.microbench.topology import from_nvml, topology_tags
+
+    gpus = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:9A:00.0"]
+    # GPU0 and GPU1 share 4 direct links (remote ids in NVML's 4-digit-domain spelling); GPU2 has none.
+    direct = from_nvml(fake_nvml(gpus, [["0000:2a:00.0"] * 4, ["0000:18:00.0"] * 4, []], pcie_level=50))
+    assert direct.links == [["X", "NV4", "SYS"], ["NV4", "X", "SYS"], ["SYS", "SYS", "X"]]
+    assert direct.cuda_driver_version == "12.8" and direct.gpus[2]["name"] == "NVIDIA H200"
+    # Every GPU has 18 links to NVSwitches (remote ids that are no GPU): all pairs NV18.
+    switched = from_nvml(fake_nvml(gpus, [["00000000:05:00.0"] * 18] * 3, pcie_level=50))
+    assert {link for row in switched.links for link in row} == {"X", "NV18"}
+    tags = topology_tags(switched)
+    assert tags["gpu_count"] == "3" and tags["gpu_names"] == "NVIDIA H200 x3"
+    assert tags["gpu_links"] == "0-1:NV18 0-2:NV18 1-2:NV18" and tags["driver_version"] == "570.86"

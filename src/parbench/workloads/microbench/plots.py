@@ -63,8 +63,9 @@ def heatmap(path: Path, matrix: list[list[float | None]], labels: list[str], tit
     image = ax.imshow(values, cmap="viridis")
     for i, row in enumerate(values):
         for j, v in enumerate(row):
-            if not math.isnan(v):
-                ax.text(j, i, f"{v:.0f}", ha="center", va="center", color="white", fontsize=9)
+            if not math.isnan(v):  # dark text on the bright (high) end of the colour map
+                color = "black" if image.norm(v) > 0.6 else "white"
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", color=color, fontsize=9)
     ax.set_xticks(range(len(labels)), labels)
     ax.set_yticks(range(len(labels)), labels)
     ax.set(title=title, xlabel="destination", ylabel="source")
