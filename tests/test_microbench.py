@@ -162,3 +162,18 @@ def test_nvml_links_count_direct_and_nvswitch_nvlinks():
     tags = topology_tags(switched)
     assert tags["gpu_count"] == "3" and tags["gpu_names"] == "NVIDIA H200 x3"
     assert tags["gpu_links"] == "0-1:NV18 0-2:NV18 1-2:NV18" and tags["driver_version"] == "570.86"
+
+
+def test_nvidia_smi_fallback_reads_gpus_versions_and_links(monkeypatch):
+    from parbench.workloads.microbench import topology
+
+    outputs = {
+        "--query-gpu=index,name,pci.bus_id,memory.total,driver_version":
+            "0, NVIDIA H200, 00000000:18:00.0, 143771, 570.86.15\n1, NVIDIA H200, 00000000:2A:00.0, 143771, 570.86.15\n",
+        "topo": "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-55\nGPU1\tNV18\t X \t0-55\n",
+        "": "| NVIDIA-SMI 570.86.15    Driver Version: 570.86.15    CUDA Version: 12.8     |\n",
+    }
+    monkeypatch.setattr(topology, "_run", lambda *cmd: outputs[cmd[1] if len(cmd) > 1 else ""])
+    found = topology.from_nvidia_smi()
+    assert [g["memory_mib"] for g in found.gpus] == [143771, 143771] and found.driver_version == "570.86.15"
+    assert found.cuda_driver_version == "12.8" and found.links == [["X", "NV18"], ["NV18", "X"]]

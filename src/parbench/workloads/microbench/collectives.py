@@ -178,7 +178,10 @@ def measure_point(cfg: Config, env: DistEnv, name: str, full: Buffers, size_byte
     count = element_count(op, size_bytes, full.send.element_size(), n)
     buffers = Buffers(full.send[:count], full.recv[:count])
     fill_inputs(name, buffers, env.rank, n)
-    run_once = lambda _: op.run(buffers, env.rank, n)  # noqa: E731
+
+    def run_once(_: int) -> None:
+        op.run(buffers, env.rank, n)
+
     for i in range(w.warmup_iters):
         run_once(i)
     dist.barrier()
@@ -218,12 +221,13 @@ def collective_results(cfg: Config, env: DistEnv, points: dict[str, list[dict[st
         for key in ("algbw_gbps", "busbw_gbps"):
             metrics[f"{key}/{name}"] = largest({row["size_bytes"]: row[key] for row in rows})
     every = [row for rows in points.values() for row in rows]
-    metrics["busbw_gbps_avg"] = sum(row["busbw_gbps"] for row in every) / len(every)  # nccl-tests' "Avg bus bandwidth"
+    # nccl-tests' "Avg bus bandwidth": the mean over every point of the run
+    metrics["busbw_gbps_avg"] = sum(row["busbw_gbps"] for row in every) / len(every)
     metrics["wrong_elements"] = sum(row["wrong_elements"] for row in every)
     results = {"metrics": metrics, "tables": {"collectives": points}}
     if env.is_main:
-        print(format_table(points, f"{env.world_size} ranks, {cfg.workload.dtype}, {cfg.hardware.backend}"), flush=True)
         title = f"Collectives: {env.world_size} ranks, {cfg.workload.dtype}, {cfg.hardware.backend}"
+        print(format_table(points, title), flush=True)
         results["artifacts"] = [plots.bandwidth_vs_size(job_dir / "collectives_bandwidth.png", points,
                                                         ("algbw_gbps", "busbw_gbps"), title)]
     bad = [f"{name} at {human_size(int(row['size_bytes']))}: {int(row['wrong_elements'])}"

@@ -135,7 +135,8 @@ def from_nvidia_smi() -> Topology:
     query = _run("nvidia-smi", "--query-gpu=index,name,pci.bus_id,memory.total,driver_version",
                  "--format=csv,noheader,nounits")
     rows = [[c.strip() for c in line.split(",")] for line in query.strip().splitlines() if line.count(",") >= 4]
-    gpus = [{"index": int(r[0]), "name": r[1], "pci_bus_id": r[2], "memory_mib": int(float(r[3]))} for r in rows]
+    gpus = [{"index": int(r[0]), "name": r[1], "pci_bus_id": r[2],
+             "memory_mib": int(r[3]) if r[3].isdigit() else None} for r in rows if r[0].isdigit()]
     header = re.search(r"CUDA Version:\s*([\d.]+)", _run("nvidia-smi"))
     topo = _run("nvidia-smi", "topo", "-m")
     return Topology("nvidia-smi", gpus, parse_topo_matrix(topo), rows[0][4] if rows else "",

@@ -27,7 +27,7 @@ from parbench.parallel import DistEnv
 from parbench.parallel.dims import ParallelDims
 from parbench.workloads import WORKLOADS, WorkloadSpec
 from parbench.workloads.dtypes import DTYPES, torch_dtype
-from parbench.workloads.microbench.common import GB, check_iterations, gather_floats
+from parbench.workloads.microbench.common import GB, check_iterations, gather_floats, rank_mean
 from parbench.workloads.reporting import StepReporter
 
 MODES = ("none", "column", "row")
@@ -119,6 +119,11 @@ def inputs(cfg: Config, env: DistEnv, dtype: torch.dtype) -> tuple[torch.Tensor,
     return x, weight
 
 
+def median_ms(seconds: list[float], env: DistEnv) -> float:
+    """Median over iterations on each rank, averaged over ranks, in ms."""
+    return rank_mean(statistics.median(seconds), env.device) * 1e3
+
+
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
@@ -130,9 +135,8 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         sharded = shard(mode, x, weight, env.rank, env.world_size)
         compute, comm, y = measure_mode(cfg, env, sharded)
         error = max(gather_floats((y.float() - reference).abs().max().item() / scale, env.device))
-        median = lambda values: statistics.fmean(gather_floats(statistics.median(values), env.device))  # noqa: E731
-        row = {"compute_ms": median(compute) * 1e3, "comm_ms": median(comm) * 1e3,
-               "total_ms": median([a + b for a, b in zip(compute, comm)]) * 1e3,
+        row = {"compute_ms": median_ms(compute, env), "comm_ms": median_ms(comm, env),
+               "total_ms": median_ms([a + b for a, b in zip(compute, comm)], env),
                "comm_bytes": sharded.bus_bytes, "max_rel_error": error}
         row["comm_busbw_gbps"] = row["comm_bytes"] / (row["comm_ms"] / 1e3) / GB if row["comm_bytes"] else 0.0
         local_flops = 2 * w.tokens * w.in_features * w.out_features / (1 if mode == "none" else env.world_size)
