@@ -25,6 +25,7 @@ from parbench.tracking.job import LOG_FILE, JobRun
 from parbench.tracking.store import Store
 from parbench.tracking.sweep import parent_run_id
 from parbench.workloads import WORKLOADS
+from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,17 @@ class JobContext:
 
 def make_plan(cfg: Config, dims: ParallelDims) -> dict:
     """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    spec = WORKLOADS.get(cfg.workload.name)
+    model = {}
+    if spec.uses_model:
+        counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+        model = {"model": cfg.model.name, "params_total": counts.total, "params_active": counts.active,
+                 "params_embedding": counts.embedding}
     return {
         "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
         "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
-        "world_size": dims.world_size, "mesh": dims.as_dict(), "model": cfg.model.name,
-        "params_total": counts.total, "params_active": counts.active, "params_embedding": counts.embedding,
-        "workload": cfg.workload.name, **WORKLOADS.get(cfg.workload.name).plan(cfg, dims),
+        "world_size": dims.world_size, "mesh": dims.as_dict(), **model,
+        "workload": cfg.workload.name, **spec.plan(cfg, dims),
     }
 
 
@@ -79,6 +84,8 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
     run = JobRun.start(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir) if node.is_main else None
+    if run is not None and cfg.hardware.device_type == "cuda":
+        record_topology(run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
@@ -91,6 +98,13 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     if not outcome.ok and not ctx.multirun:
         sys.exit(1)
     return metrics
+
+
+def record_topology(run: JobRun, job_dir: Path) -> None:
+    """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, before launch,
+    so a run that crashes still has them."""
+    found = collect_topology()
+    run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
 def report(cfg: Config, ctx: JobContext, run: JobRun, ok: bool, reason: str, metrics: dict) -> None:

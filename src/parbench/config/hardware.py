@@ -92,3 +92,11 @@ def _auto_profile(requested: HardwareConfig, gpus: list[GpuInfo]) -> HardwareCon
     overrides = {f.name: getattr(requested, f.name) for f in fields(HardwareConfig)
                  if f.name != "name" and getattr(requested, f.name) != getattr(defaults, f.name)}
     return replace(base, **overrides)
+
+
+def require_peak(hw: HardwareConfig, dtype: str) -> float:
+    """The dense peak TFLOP/s per device for dtype, which MFU and fraction-of-peak figures divide by."""
+    if dtype not in hw.peak_tflops:
+        raise ConfigError(f"hardware={hw.name} has no {dtype} peak: set hardware.peak_tflops.{dtype}=<dense "
+                          "TFLOP/s per device> or choose another workload.dtype")
+    return hw.peak_tflops[dtype]

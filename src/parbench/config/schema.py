@@ -95,6 +95,7 @@ class DebugConfig:
     crash_at_step: int = -1
     hang_at_step: int = -1
     fault_rank: int = 0
+    corrupt_results: bool = False  # microbenchmarks change one output element on fault_rank before verifying
 
 
 @dataclass

@@ -19,7 +19,6 @@ def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
     dims = ParallelDims.from_config(cfg.parallel, cfg.hardware.nodes * cfg.hardware.gpus_per_node)
     validate_layout(cfg, dims)
     WORKLOADS.get(cfg.workload.name).validate(cfg, dims)
-    validate_peak(cfg)
     return dims
 
 
@@ -74,11 +73,3 @@ def validate_layout(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"model.experts={m.experts} is not divisible by parallel.ep={dims.ep}")
     if p.sp and dims.tp == 1:
         raise ConfigError("parallel.sp=true needs parallel.tp > 1 (sequence parallel splits tp's norm regions)")
-
-
-def validate_peak(cfg: Config) -> None:
-    """MFU needs the dense peak of the dtype the workload computes in."""
-    dtype = getattr(cfg.workload, "dtype", None)
-    if dtype and dtype not in cfg.hardware.peak_tflops:
-        raise ConfigError(f"hardware={cfg.hardware.name} has no {dtype} peak for MFU: set "
-                          f"hardware.peak_tflops.{dtype}=<dense TFLOP/s per device> or choose another workload.dtype")

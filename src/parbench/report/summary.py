@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 # Shown when present, in this order; the rest of a run lives in MLflow.
 TABLE_METRICS = ("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                 "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "mem_peak_allocated_gb", "loss_final")
+                 "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "mem_peak_allocated_gb", "loss_final",
+                 "matmul_tflops", "matmul_peak_fraction", "busbw_gbps_avg", "wrong_elements", "membw_gbps",
+                 "p2p_gbps_mean")
 TABLE_TAGS = ("mlflow.runName", "status_reason")
 
 
@@ -31,7 +35,11 @@ def format_runs(table: pd.DataFrame, title: str) -> str:
 
 
 def metrics_table(metrics: dict[str, float], keys: tuple[str, ...]) -> str:
-    """Two columns, metric and value, for one run."""
-    rows = [(k, metrics[k]) for k in keys if k in metrics]
+    """Two columns, metric and value, for one run; a `*` in a key matches one `/`-separated segment."""
+    rows = [(k, metrics[k]) for key in keys for k in metrics if re.fullmatch(_pattern(key), k)]
     width = max((len(k) for k, _ in rows), default=10)
     return "\n".join(f"  {k:<{width}}  {v:.4g}" for k, v in rows)
+
+
+def _pattern(key: str) -> str:
+    return "[^/]*".join(re.escape(part) for part in key.split("*"))

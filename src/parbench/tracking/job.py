@@ -36,6 +36,11 @@ class JobRun:
         store.log_artifacts(run.run_id, [job_dir / resolve.RESOLVED_FILE])
         return run
 
+    def attach(self, tags: dict[str, str], files: list[Path]) -> None:
+        """Tags and artifacts the orchestrator adds itself (e.g. the GPU topology)."""
+        self.store.set_tags(self.run_id, tags)
+        self.store.log_artifacts(self.run_id, files)
+
     def finish(self, outcome: LaunchOutcome, job_dir: Path) -> dict[str, float]:
         """Log everything the worker left (also after a crash) and close the run."""
         steps = [json.loads(line) for line in (job_dir / STEPS_FILE).read_text().splitlines()
@@ -50,7 +55,8 @@ class JobRun:
         if not outcome.ok:
             tags.update(failure_reason=outcome.reason, log_tail=outcome.log_tail[-4000:])
         self.store.set_tags(self.run_id, tags)
-        self.store.log_artifacts(self.run_id, [job_dir / f for f in (LOG_FILE, RESULTS_FILE, STEPS_FILE)])
+        files = (LOG_FILE, RESULTS_FILE, STEPS_FILE, *results.get("artifacts", []))
+        self.store.log_artifacts(self.run_id, [job_dir / f for f in files])
         self.store.log_artifacts(self.run_id, sorted((job_dir / ".hydra").glob("*.yaml")), "hydra")
         self.store.finish(self.run_id, outcome.ok)
         return metrics

@@ -18,7 +18,12 @@ class WorkloadSpec:
     run: Callable[..., dict]  # (cfg, env, reporter) -> results, on every rank
     validate: Callable[..., None] = lambda cfg, dims: None  # raise ConfigError
     plan: Callable[..., dict] = lambda cfg, dims: {}  # figures for dry_run
-    summary_metrics: tuple[str, ...] = ()  # columns of the end-of-run table
+    summary_metrics: tuple[str, ...] = ()  # rows of the end-of-run table; `*` matches one name segment
+    uses_model: bool = True  # False: microbenchmarks, which ignore model (the plan leaves it out)
+
+
+class VerificationError(RuntimeError):
+    """A workload's own check of its results failed (e.g. wrong collective outputs)."""
 
 
 WORKLOADS: Registry[WorkloadSpec] = Registry("workload", "workload")
@@ -39,4 +44,4 @@ def parse_workload(raw: dict) -> Any:
 
 
 # Importing the workload modules registers them.
-from parbench.workloads import train  # noqa: E402,F401
+from parbench.workloads import microbench, train  # noqa: E402,F401

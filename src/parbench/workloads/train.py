@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config import ConfigError
+from parbench.config.hardware import require_peak
 from parbench.config.schema import Config
 from parbench.metrics import flops
 from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
@@ -51,6 +52,7 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.warmup_steps={w.warmup_steps} must be >= 0")
     if w.dtype not in DTYPES:
         raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPES)}")
+    require_peak(cfg.hardware, w.dtype)  # for MFU
     if w.activation_checkpointing not in AC_MODES:
         raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
                           f"use one of {', '.join(AC_MODES)}")

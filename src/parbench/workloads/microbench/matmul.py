@@ -1,0 +1,121 @@
+"""Dense matmul throughput C = A B (A: M x K, B: K x N) per device, against the hardware's peak.
+
+    matmul_tflops        = 2 M K N / time, time = median over `iters` calls, each bracketed by
+                           its own CUDA events (no synchronize between calls), after warm-up;
+                           averaged over ranks (every device runs the same sweep at once)
+    matmul_peak_fraction = matmul_tflops / hardware.peak_tflops[dtype]
+Inputs rotate through enough (A, B) pairs to exceed `rotate_bytes`, so a small matmul cannot
+find its operands in L2 from the previous call."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import List
+
+import torch
+
+from parbench.config import ConfigError
+from parbench.config.hardware import require_peak
+from parbench.config.schema import Config
+from parbench.metrics.timing import time_each
+from parbench.parallel import DistEnv
+from parbench.parallel.dims import ParallelDims
+from parbench.workloads import WORKLOADS, WorkloadSpec
+from parbench.workloads.dtypes import DTYPES
+from parbench.workloads.microbench import plots
+from parbench.workloads.microbench.common import check_iterations, parse_size, rank_mean
+from parbench.workloads.reporting import StepReporter
+
+MATMUL_DTYPES = (*DTYPES, "tf32")  # tf32: fp32 tensors on TF32 tensor cores
+
+
+@dataclass
+class MatmulWorkload:
+    name: str = "matmul"
+    shapes: List[List[int]] = field(default_factory=lambda: [[n, n, n] for n in (1024, 2048, 4096, 8192)])  # [M, K, N]
+    dtype: str = "auto"  # bf16 on GPU, fp32 on CPU; or fp32, tf32, bf16, fp16
+    warmup_iters: int = 10
+    iters: int = 50
+    rotate_bytes: str = "512M"  # total size of the rotated input pairs
+
+
+def validate(cfg: Config, dims: ParallelDims) -> None:
+    w = cfg.workload
+    if w.dtype not in MATMUL_DTYPES:
+        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(MATMUL_DTYPES)}")
+    if w.dtype == "tf32" and cfg.hardware.device_type != "cuda":
+        raise ConfigError("workload.dtype=tf32 needs NVIDIA GPUs: use fp32 on CPU")
+    require_peak(cfg.hardware, w.dtype)
+    if not w.shapes or any(len(s) != 3 or min(s) <= 0 for s in w.shapes):
+        raise ConfigError(f"workload.shapes={w.shapes}: give a list of [M, K, N] with positive sizes, "
+                          "e.g. workload.shapes=[[4096,4096,4096]]")
+    check_iterations(w)
+    parse_size(w.rotate_bytes)
+
+
+def plan(cfg: Config, dims: ParallelDims) -> dict:
+    return {"shapes": len(cfg.workload.shapes), "peak_tflops": cfg.hardware.peak_tflops[cfg.workload.dtype]}
+
+
+def tensor_dtype(name: str) -> torch.dtype:
+    """tf32 runs on fp32 tensors, with TF32 tensor cores allowed for matmuls."""
+    torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
+    return torch.float32 if name == "tf32" else DTYPES[name]
+
+
+def shape_name(shape: list[int]) -> str:
+    return "x".join(map(str, shape))
+
+
+def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, rotate_bytes: int):
+    """Enough random (A, B) pairs that together they exceed rotate_bytes (at least one)."""
+    m, k, n = shape
+    pair_bytes = (m * k + k * n) * dtype.itemsize
+    pairs = max(1, math.ceil(rotate_bytes / pair_bytes))
+    return [(torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device))
+            for _ in range(pairs)]
+
+
+def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtype) -> float:
+    """Median seconds of one matmul on this rank."""
+    w = cfg.workload
+    inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes))
+    out = torch.empty(shape[0], shape[2], dtype=dtype, device=env.device)
+
+    def call(i: int) -> None:
+        a, b = inputs[i % len(inputs)]
+        torch.mm(a, b, out=out)
+
+    return statistics.median(time_each(call, w.iters, env.device, warmup=w.warmup_iters))
+
+
+def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
+    w = cfg.workload
+    dtype = tensor_dtype(w.dtype)
+    peak = cfg.hardware.peak_tflops[w.dtype]
+    points = []
+    for i, shape in enumerate(w.shapes):
+        seconds = rank_mean(measure_shape(cfg, env, shape, dtype), env.device)
+        tflops = 2 * math.prod(shape) / seconds / 1e12
+        point = {"matmul_tflops": tflops, "matmul_peak_fraction": tflops / peak, "matmul_time_us": seconds * 1e6}
+        points.append({"shape": shape_name(shape), "flops": 2 * math.prod(shape), **point})
+        reporter.step(i, len(w.shapes), shape_name(shape), **point)
+    metrics = {f"{k}/{p['shape']}": p[k] for p in points for k in ("matmul_tflops", "matmul_peak_fraction",
+                                                                     "matmul_time_us")}
+    biggest = max(points, key=lambda p: p["flops"])
+    metrics.update(matmul_tflops=biggest["matmul_tflops"], matmul_peak_fraction=biggest["matmul_peak_fraction"],
+                   matmul_tflops_max=max(p["matmul_tflops"] for p in points), peak_tflops=peak)
+    results = {"metrics": metrics, "tables": {"matmul": points}}
+    if env.is_main:
+        title = f"matmul {w.dtype} on {cfg.hardware.name}, median of {w.iters}"
+        ordered = sorted(points, key=lambda p: p["flops"])
+        results["artifacts"] = [plots.matmul_tflops(reporter.job_dir / "matmul_tflops.png", ordered, peak, title)]
+    return results
+
+
+WORKLOADS.register("matmul")(WorkloadSpec(
+    schema=MatmulWorkload, run=run, validate=validate, plan=plan, uses_model=False,
+    summary_metrics=("matmul_tflops", "matmul_peak_fraction", "matmul_tflops_max", "matmul_tflops/*"),
+))

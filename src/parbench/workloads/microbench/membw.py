@@ -1,0 +1,77 @@
+"""Device memory bandwidth: dst.copy_(src) of `size` bytes counts 2 x size (read + write).
+
+    membw_gbps = 2 x size / time, time = median over `iters` copies (CUDA events per copy),
+                 averaged over ranks (every device copies at once; on CPU the ranks share DRAM)
+    membw_peak_fraction = membw_gbps / hardware.hbm_bandwidth_gbps (when the profile has it)
+Small sizes fit in L2 (or the CPU caches) and show the cache's bandwidth, not DRAM's."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+from parbench.config.schema import Config
+from parbench.metrics.timing import time_each
+from parbench.parallel import DistEnv
+from parbench.parallel.dims import ParallelDims
+from parbench.workloads import WORKLOADS, WorkloadSpec
+from parbench.workloads.microbench import plots
+from parbench.workloads.microbench.common import GB, check_iterations, largest, rank_mean, size_sweep
+from parbench.workloads.reporting import StepReporter
+
+
+@dataclass
+class MembwWorkload:
+    name: str = "membw"
+    begin: str = "1M"  # first copy size: bytes, or with K/M/G (binary units)
+    end: str = "1G"
+    factor: int = 4
+    warmup_iters: int = 5
+    iters: int = 20
+
+
+def validate(cfg: Config, dims: ParallelDims) -> None:
+    w = cfg.workload
+    size_sweep(w.begin, w.end, w.factor)
+    check_iterations(w)
+
+
+def plan(cfg: Config, dims: ParallelDims) -> dict:
+    sizes = size_sweep(cfg.workload.begin, cfg.workload.end, cfg.workload.factor)
+    return {"sizes": len(sizes), "size_max_bytes": sizes[-1]}
+
+
+def copy_seconds(cfg: Config, env: DistEnv, src: torch.Tensor, dst: torch.Tensor) -> float:
+    w = cfg.workload
+    return statistics.median(time_each(lambda _: dst.copy_(src), w.iters, env.device, warmup=w.warmup_iters))
+
+
+def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
+    w = cfg.workload
+    sizes = size_sweep(w.begin, w.end, w.factor)
+    src = torch.ones(sizes[-1], dtype=torch.uint8, device=env.device)
+    dst = torch.empty_like(src)
+    points = []
+    for i, size in enumerate(sizes):
+        seconds = rank_mean(copy_seconds(cfg, env, src[:size], dst[:size]), env.device)
+        point = {"size_bytes": size, "membw_gbps": 2 * size / seconds / GB, "time_us": seconds * 1e6}
+        points.append(point)
+        reporter.step(i, len(sizes), "copy", **point)
+    metrics = {f"{k}/{int(p['size_bytes'])}": p[k] for p in points for k in ("membw_gbps", "time_us")}
+    metrics["membw_gbps"] = largest({p["size_bytes"]: p["membw_gbps"] for p in points})
+    if cfg.hardware.hbm_bandwidth_gbps:
+        metrics["membw_peak_fraction"] = metrics["membw_gbps"] / cfg.hardware.hbm_bandwidth_gbps
+    results = {"metrics": metrics, "tables": {"membw": points}}
+    if env.is_main:
+        title = f"Device copy bandwidth (read + write), {cfg.hardware.name}"
+        results["artifacts"] = [plots.bandwidth_vs_size(reporter.job_dir / "membw.png", {"copy": points},
+                                                        ("membw_gbps",), title)]
+    return results
+
+
+WORKLOADS.register("membw")(WorkloadSpec(
+    schema=MembwWorkload, run=run, validate=validate, plan=plan, uses_model=False,
+    summary_metrics=("membw_gbps", "membw_peak_fraction", "membw_gbps/*"),
+))

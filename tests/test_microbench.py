@@ -1,0 +1,179 @@
+"""Microbenchmark workloads on CPU/gloo through the real CLI: collectives, matmul, membw, tp_linear;
+GPU-only workloads refused on CPU; the nvidia-smi topology parser."""
+
+from __future__ import annotations
+
+import pytest
+
+from parbench.report.summary import metrics_table
+from parbench.workloads.microbench.collectives import COLLECTIVES
+from parbench.workloads.microbench.topology import parse_topo_matrix
+
+ALL_OPS = "[all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,send_recv]"
+BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+              "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+              "broadcast": lambda n: 1.0, "send_recv": lambda n: 1.0}
+
+
+def artifacts(cli, run_id: str) -> set[str]:
+    import mlflow
+
+    return {a.path for a in mlflow.MlflowClient(cli.uri).list_artifacts(run_id)}
+
+
+def check_collectives_run(cli, run, ranks: int, sizes: list[int]) -> None:
+    assert run.status == "FINISHED" and run["metrics.wrong_elements"] == 0
+    for op, factor in BUS_FACTOR.items():
+        for size in sizes:
+            algbw, busbw = run[f"metrics.algbw_gbps/{op}/{size}"], run[f"metrics.busbw_gbps/{op}/{size}"]
+            assert algbw > 0 and busbw == pytest.approx(algbw * factor(ranks), rel=1e-9), (op, size)
+            assert run[f"metrics.wrong_elements/{op}/{size}"] == 0
+        assert run[f"metrics.busbw_gbps/{op}"] == run[f"metrics.busbw_gbps/{op}/{sizes[-1]}"]
+    names = {c.split("/")[-1] for c in run.index if c.startswith("metrics.time_us/all_reduce/")}
+    assert names == {str(s) for s in sizes}
+    import mlflow
+
+    history = mlflow.MlflowClient(cli.uri).get_metric_history(run.run_id, "steps/size_bytes/all_to_all")
+    assert [(m.step, m.value) for m in sorted(history, key=lambda m: m.step)] == list(enumerate(sizes))
+    assert "collectives_bandwidth.png" in artifacts(cli, run.run_id)
+
+
+def test_collectives_sweep_2_ranks_verified(cli):
+    cli.run("workload=collectives", f"workload.ops={ALL_OPS}", "workload.begin=1K", "workload.end=16K",
+            "workload.factor=4", "workload.iters=3", "workload.warmup_iters=1")
+    check_collectives_run(cli, cli.runs().iloc[0], 2, [1024, 4096, 16384])
+
+
+@pytest.mark.slow
+def test_collectives_sweep_4_ranks_verified(cli):
+    cli.run("workload=collectives", "hardware.gpus_per_node=4", f"workload.ops={ALL_OPS}", "workload.begin=4K",
+            "workload.end=32K", "workload.factor=8", "workload.iters=3", "workload.warmup_iters=1")
+    check_collectives_run(cli, cli.runs().iloc[0], 4, [4096, 32768])
+
+
+def test_wrong_collective_results_fail_the_run(cli):
+    proc = cli.run("workload=collectives", "workload.ops=[all_gather]", "workload.begin=1K", "workload.end=1K",
+                   "workload.iters=2", "debug.corrupt_results=true", "debug.fault_rank=1", check=False)
+    assert proc.returncode == 1
+    run = cli.runs().iloc[0]
+    assert run.status == "FAILED" and run["metrics.wrong_elements"] == 1
+    assert "VerificationError: collective results verified wrong" in run["tags.failure_reason"]
+    assert "all_gather at 1KiB: 1" in run["tags.failure_reason"]
+
+
+def test_matmul_cpu_reports_positive_tflops(cli):
+    cli.run("workload=matmul", "workload.shapes=[[64,64,64],[128,256,64]]", "workload.rotate_bytes=1M",
+            "workload.iters=5", "workload.warmup_iters=1")
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED" and run["params.workload.dtype"] == "fp32"
+    for shape in ("64x64x64", "128x256x64"):
+        tflops = run[f"metrics.matmul_tflops/{shape}"]
+        assert tflops > 0
+        assert run[f"metrics.matmul_peak_fraction/{shape}"] == pytest.approx(tflops / 0.096)
+    assert run["metrics.matmul_tflops"] == run["metrics.matmul_tflops/128x256x64"]  # the most FLOPs
+    assert "matmul_tflops.png" in artifacts(cli, run.run_id)
+    assert "plan_params_total" not in run.index  # no model behind a microbenchmark
+
+
+def test_tp_linear_column_and_row_equal_unsharded(cli):
+    cli.run("workload=tp_linear", "workload.tokens=48", "workload.in_features=96", "workload.out_features=64",
+            "workload.iters=3", "workload.warmup_iters=1")
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED"
+    assert run["metrics.max_rel_error/column"] == 0  # all_gather of exact slices of the same product
+    assert run["metrics.max_rel_error/row"] < 1e-6  # sums of partial products in another order
+    y_bytes = 48 * 64 * 4
+    assert run["metrics.comm_bytes/column"] == y_bytes / 2 and run["metrics.comm_bytes/row"] == y_bytes
+    assert run["metrics.comm_bytes/none"] == 0
+    for mode in ("none", "column", "row"):
+        assert run[f"metrics.compute_ms/{mode}"] > 0 and run[f"metrics.total_ms/{mode}"] > 0
+    assert "tp_linear.md" in artifacts(cli, run.run_id)
+
+
+def test_membw_cpu_copy_bandwidth(cli):
+    cli.run("workload=membw", "workload.begin=64K", "workload.end=1M", "workload.factor=16", "workload.iters=3")
+    run = cli.runs().iloc[0]
+    assert run["metrics.membw_gbps/65536"] > 0 and run["metrics.membw_gbps"] == run["metrics.membw_gbps/1048576"]
+    assert "membw.png" in artifacts(cli, run.run_id)
+
+
+@pytest.mark.parametrize("workload", ["p2p", "topology"])
+def test_gpu_only_workloads_are_refused_on_cpu(cli, workload):
+    proc = cli.run(f"workload={workload}", check=False)
+    assert proc.returncode == 2 and "needs GPUs (hardware.device_type=cuda)" in proc.stderr
+
+
+def test_parse_topo_matrix_keeps_the_gpu_block():
+    text = ("\x1b[4m\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+            "GPU0\t X \tNV18\tSYS\tPIX\t0-55\t0\t\tN/A\n"
+            "GPU1\tNV18\t X \tSYS\tSYS\t0-55\t0\t\tN/A\n"
+            "GPU2\tSYS\tSYS\t X \tSYS\t56-111\t1\t\tN/A\n"
+            "NIC0\tPIX\tSYS\tSYS\t X \t\t\t\t\n\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a "
+            "bonded set of # NVLinks\n")
+    assert parse_topo_matrix(text) == [["X", "NV18", "SYS"], ["NV18", "X", "SYS"], ["SYS", "SYS", "X"]]
+    assert parse_topo_matrix("No devices were found\n") == []
+
+
+def test_summary_patterns_match_one_name_segment():
+    table = metrics_table({"busbw_gbps/all_reduce": 1.0, "busbw_gbps/all_reduce/1024": 2.0, "wrong_elements": 0.0},
+                          ("busbw_gbps/*", "wrong_elements"))
+    assert "busbw_gbps/all_reduce " in table and "/1024" not in table and "wrong_elements" in table
+
+
+def test_every_collective_has_a_bus_factor_test():
+    assert set(COLLECTIVES) == set(BUS_FACTOR)
+
+
+def fake_nvml(bus_ids: list[str], remotes: list[list[str]], pcie_level: int):
+    """Just the NVML calls from_nvml makes: GPU i has one active NVLink per entry of remotes[i]."""
+    from types import SimpleNamespace
+
+    class NVMLError(Exception):
+        pass
+
+    def remote(handle, link):
+        if link >= len(remotes[handle]):
+            raise NVMLError("invalid link")
+        return SimpleNamespace(busId=remotes[handle][link].encode())
+
+    return SimpleNamespace(
+        NVMLError=NVMLError, NVML_NVLINK_MAX_LINKS=18, NVML_FEATURE_ENABLED=1,
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: len(bus_ids),
+        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: b"NVIDIA H200",
+        nvmlDeviceGetPciInfo=lambda h: SimpleNamespace(busId=bus_ids[h]),
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(total=141 * 2**30),
+        nvmlDeviceGetNvLinkState=lambda h, link: 1 if link < len(remotes[h]) else 0,
+        nvmlDeviceGetNvLinkRemotePciInfo=remote,
+        nvmlDeviceGetTopologyCommonAncestor=lambda a, b: pcie_level,
+        nvmlSystemGetDriverVersion=lambda: "570.86", nvmlSystemGetCudaDriverVersion=lambda: 12080)
+
+
+def test_nvml_links_count_direct_and_nvswitch_nvlinks():
+    from parbench.workloads.microbench.topology import from_nvml, topology_tags
+
+    gpus = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:9A:00.0"]
+    # GPU0 and GPU1 share 4 direct links (remote ids in NVML's 4-digit-domain spelling); GPU2 has none.
+    direct = from_nvml(fake_nvml(gpus, [["0000:2a:00.0"] * 4, ["0000:18:00.0"] * 4, []], pcie_level=50))
+    assert direct.links == [["X", "NV4", "SYS"], ["NV4", "X", "SYS"], ["SYS", "SYS", "X"]]
+    assert direct.cuda_driver_version == "12.8" and direct.gpus[2]["name"] == "NVIDIA H200"
+    # Every GPU has 18 links to NVSwitches (remote ids that are no GPU): all pairs NV18.
+    switched = from_nvml(fake_nvml(gpus, [["00000000:05:00.0"] * 18] * 3, pcie_level=50))
+    assert {link for row in switched.links for link in row} == {"X", "NV18"}
+    tags = topology_tags(switched)
+    assert tags["gpu_count"] == "3" and tags["gpu_names"] == "NVIDIA H200 x3"
+    assert tags["gpu_links"] == "0-1:NV18 0-2:NV18 1-2:NV18" and tags["driver_version"] == "570.86"
+
+
+def test_nvidia_smi_fallback_reads_gpus_versions_and_links(monkeypatch):
+    from parbench.workloads.microbench import topology
+
+    outputs = {
+        "--query-gpu=index,name,pci.bus_id,memory.total,driver_version":
+            "0, NVIDIA H200, 00000000:18:00.0, 143771, 570.86.15\n1, NVIDIA H200, 00000000:2A:00.0, 143771, 570.86.15\n",
+        "topo": "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV18\t0-55\nGPU1\tNV18\t X \t0-55\n",
+        "": "| NVIDIA-SMI 570.86.15    Driver Version: 570.86.15    CUDA Version: 12.8     |\n",
+    }
+    monkeypatch.setattr(topology, "_run", lambda *cmd: outputs[cmd[1] if len(cmd) > 1 else ""])
+    found = topology.from_nvidia_smi()
+    assert [g["memory_mib"] for g in found.gpus] == [143771, 143771] and found.driver_version == "570.86.15"
+    assert found.cuda_driver_version == "12.8" and found.links == [["X", "NV18"], ["NV18", "X"]]
