@@ -12,7 +12,7 @@ from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
 from parbench.paths import git_sha
 from parbench.tracking.store import Store, read_json
-from parbench.workloads.reporting import RESULTS_FILE, STEPS_FILE
+from parbench.workloads.reporting import PROFILE_DIR, RESULTS_FILE, STEPS_FILE
 
 LOG_FILE = "worker.log"
 
@@ -52,6 +52,9 @@ class JobRun:
         self.store.set_tags(self.run_id, tags)
         self.store.log_artifacts(self.run_id, [job_dir / f for f in (LOG_FILE, RESULTS_FILE, STEPS_FILE)])
         self.store.log_artifacts(self.run_id, sorted((job_dir / ".hydra").glob("*.yaml")), "hydra")
+        # Traces (one per rank), CSV tables, plots and memory snapshots of a profiled run.
+        self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / PROFILE_DIR).glob("*") if p.is_file()),
+                                 PROFILE_DIR)
         self.store.finish(self.run_id, outcome.ok)
         return metrics
 

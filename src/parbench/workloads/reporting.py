@@ -13,10 +13,12 @@ import torch
 
 STEPS_FILE = "steps.jsonl"
 RESULTS_FILE = "results.json"
+PROFILE_DIR = "profile"  # traces, tables and plots of a profiled run (every file is an artifact)
 
 
 class StepReporter:
     def __init__(self, job_dir: Path, is_main: bool):
+        self.job_dir = job_dir  # every rank's: per-rank files (profiler traces) go here too
         self.path = job_dir / STEPS_FILE
         self.is_main = is_main
         if is_main:
