@@ -7,6 +7,8 @@ import mlflow
 import pandas as pd
 import pytest
 
+from parbench.report import compare
+
 PROFILED = ("profile.enabled=true", "workload.warmup_steps=1", "workload.steps=7", "workload.seq_len=32")
 
 
@@ -41,6 +43,12 @@ def test_profiled_dp_and_fsdp_report_the_collectives_they_run(cli):
     assert {"layers.0", "layers.1", "output"} <= set(ops["layer"])
     collectives = pd.read_csv(cli.job_dir(num) / "profile" / "collectives.csv")
     assert (collectives[collectives["collective"] == "all_gather"]["bytes"] > 0).all()
+
+    compare.main(["--uri", cli.uri, "--out", str(cli.root / "report")])
+    report = pd.read_csv(cli.root / "report" / "report.csv")
+    assert len(report) == 2 and "fastest" in set(report["vs_fastest"])
+    assert (report["step_time_s_ci_low"] <= report["step_time_s"]).all()
+    assert (cli.root / "report" / "breakdown.png").stat().st_size > 0
 
 
 def test_profile_window_must_leave_unprofiled_steps(cli):

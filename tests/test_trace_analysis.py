@@ -168,3 +168,18 @@ def test_median_confidence_intervals():
     assert boot == median_ci_bootstrap(values, 0.9, 500) and boot[0] <= 5.5 <= boot[1]
     stats = summarize(values, "t")
     assert stats["t"] == 5.5 and stats["t_ci_low"] == 2.0 and stats["t_ci_high"] == 9.0
+
+
+def test_device_mirrors_of_ranges_are_ignored():
+    """Kineto mirrors record_function ranges onto the GPU timeline, late by the launch queue:
+    the layer of a host op comes from host ranges only."""
+    events = trace.complete_events({"traceEvents": [
+        x(f"{trace.LAYER_RANGE_PREFIX} layers.1", "user_annotation", 140, 60),
+        x(f"{trace.LAYER_RANGE_PREFIX} layers.0", "gpu_user_annotation", 145, 155, tid=7),
+        x("aten::add", "cpu_op", 150, 5, **{"External id": 5}),
+        x("vectorized_elementwise_kernel", "kernel", 400, 10, tid=7, **{"External id": 5}),
+    ]})
+    ctx = trace.Context(events)
+    anchor = ctx.anchor(events[-1])
+    assert anchor.name == "aten::add"
+    assert ctx.layer(anchor, ctx.phase(anchor)) == "layers.1"

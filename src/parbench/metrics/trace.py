@@ -52,6 +52,10 @@ DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2,
                "int16": 2, "bool": 1, "unsigned char": 1, "byte": 1, "uint8": 1, "signed char": 1,
                "char": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 COMM_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "record_param_comms", "nccl:")
+COLLECTIVE_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::")
+# Events on the device timeline. Kineto also mirrors record_function ranges there
+# (gpu_user_annotation), shifted to when the GPU ran them: ranges are read from the host only.
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: events key per-event tables
@@ -66,6 +70,10 @@ class Event:
     @property
     def dur(self) -> float:
         return self.end - self.start
+
+    @property
+    def on_host(self) -> bool:
+        return self.cat not in DEVICE_CATS
 
 
 def load_trace(path: Path | str) -> dict:
@@ -265,17 +273,22 @@ class Context:
     queued it, or one queued after it in the same phase."""
 
     def __init__(self, events: list[Event]):
-        self.ops_by_external_id = {e.args["External id"]: e for e in events
+        host = [e for e in events if e.on_host]
+        # Kernels name the op that launched them by External id; the runtime call by correlation.
+        self.ops_by_external_id = {e.args["External id"]: e for e in host
                                    if e.cat == "cpu_op" and "External id" in e.args}
-        optimizer = [e for e in events if e.name.startswith(OPTIMIZER_PREFIX)]
+        self.launches = {e.args["correlation"]: e for e in host
+                         if e.cat.startswith("cuda_") and "correlation" in e.args}
+        optimizer = [e for e in host if e.name.startswith(OPTIMIZER_PREFIX)]
         self.optimizer = iv.union((e.start, e.end) for e in optimizer)
-        backward = [e for e in events if e.name.startswith(BACKWARD_PREFIX)]
+        backward = [e for e in host if e.name.startswith(BACKWARD_PREFIX)]
         self.backward = RangeIndex(backward)
-        layers = [e for e in events if e.name.startswith(LAYER_RANGE_PREFIX)]
+        layers = [e for e in host if e.name.startswith(LAYER_RANGE_PREFIX)]
         self.layers = RangeIndex(layers)
-        self.model_threads = {e.thread for e in backward + optimizer + layers if e.cat != "kernel"}
-        self.model_threads |= {e.thread for e in events if e.name == STEP_RANGE}
-        self.calls = sorted((e for e in events if e.thread in self.model_threads and e.name.startswith("c10d::")),
+        self.model_threads = {e.thread for e in backward + optimizer + layers}
+        self.model_threads |= {e.thread for e in host if e.name == STEP_RANGE}
+        self.calls = sorted((e for e in host if e.thread in self.model_threads
+                             and e.name.startswith(COLLECTIVE_CALL_PREFIXES) and "wait" not in e.name),
                             key=lambda e: e.start)
         self.call_starts = [e.start for e in self.calls]
         self.layer_of_sequence = self._forward_layers(events)
@@ -294,8 +307,9 @@ class Context:
     def anchor(self, e: Event) -> Event:
         """The CPU op behind an event: the launching op of a kernel or copy, the collective call
         before a worker thread's collective, else the event itself."""
-        if e.cat.startswith(("kernel", "gpu_")):
-            return self.ops_by_external_id.get(e.args.get("External id"), e)
+        if not e.on_host:
+            return (self.ops_by_external_id.get(e.args.get("External id"))
+                    or self.launches.get(e.args.get("correlation")) or e)
         if e.thread not in self.model_threads:
             i = bisect.bisect_right(self.call_starts, e.start) - 1
             return self.calls[i] if i >= 0 else e
@@ -357,7 +371,7 @@ class TraceAnalysis:
 def analyze(trace: dict) -> TraceAnalysis:
     """Everything parbench reports from one rank's trace, restricted to its parbench.step ranges."""
     events = complete_events(trace)
-    windows = iv.union((e.start, e.end) for e in events if e.name == STEP_RANGE)
+    windows = iv.union((e.start, e.end) for e in events if e.name == STEP_RANGE and e.on_host)
     if not windows:
         raise ValueError(f"the trace has no '{STEP_RANGE}' ranges: was it recorded around parbench's "
                          "measured steps (StepClock)?")

@@ -105,6 +105,7 @@ def _layer_order(name: str) -> tuple:
 
 
 def _short(op: str, width: int = 36) -> str:
+    op = op.removeprefix("autograd::engine::evaluate_function: ")  # the node's name says backward
     return op if len(op) <= width else op[: width - 1] + "…"
 
 

@@ -211,5 +211,6 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
 WORKLOADS.register("train")(WorkloadSpec(
     schema=TrainWorkload, run=run, validate=validate, plan=plan,
     summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                     "step_time_s_p90", "mfu", "mfu_nocausal", "mem_peak_allocated_gb", "loss_final"),
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct",
+                     "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
 ))
