@@ -9,7 +9,8 @@ import pytest
 
 from parbench.report import compare
 
-PROFILED = ("profile.enabled=true", "workload.warmup_steps=1", "workload.steps=7", "workload.seq_len=32")
+PROFILED = ("profile.enabled=true", "profile.memory_timeline=true", "workload.warmup_steps=1", "workload.steps=7",
+            "workload.seq_len=32")
 
 
 @pytest.mark.slow
@@ -31,6 +32,7 @@ def test_profiled_dp_and_fsdp_report_the_collectives_they_run(cli):
         expected = {"trace_rank0.json.gz", "trace_rank1.json.gz", "steps.csv", "ops.csv", "layers.csv",
                     "collectives.csv", "ranks.csv", "step_breakdown.png", "op_share.png", "layer_heatmap.png"}
         assert {f"profile/{f}" for f in expected} <= artifacts
+        assert run["tags.memory_timeline"].startswith("skipped")  # CUDA allocator only
     dp, fsdp = children.loc["dp"], children.loc["fsdp"]
     assert dp["metrics.comm_pct_all_reduce"] > 0  # DDP's gradient buckets
     assert pd.isna(dp.get("metrics.comm_pct_all_gather"))
