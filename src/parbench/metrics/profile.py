@@ -115,10 +115,13 @@ class StepProfiler:
             activities=activities, record_shapes=self.cfg.record_shapes,
             schedule=schedule(skip_first=self.first_loop_step, wait=0, warmup=self.cfg.warmup,
                               active=self.cfg.active_steps, repeat=1),
-            on_trace_ready=lambda prof: prof.export_chrome_trace(str(trace_path(self.job_dir, self.env.rank))))
+            on_trace_ready=self._save_trace)
         self._prof.__enter__()
         self._on_loop_step()
         return self
+
+    def _save_trace(self, prof: torch.profiler.profile) -> None:
+        prof.export_chrome_trace(str(trace_path(self.job_dir, self.env.rank)))
 
     def step(self) -> None:
         """Call once at the end of every loop iteration, outside the timed region."""
@@ -174,6 +177,9 @@ class StepProfiler:
         if not self.enabled:
             return {}
         analysis = trace.analyze(trace.load_trace(trace_path(self.job_dir, self.env.rank)))
+        if self.env.device.type == "cuda" and analysis.device != "gpu":
+            self.tags["profile_warning"] = ("the trace holds no GPU kernels (is CUPTI available?): compute and "
+                                            "communication figures come from CPU-side ops only")
         mine = {"metrics": analysis.metrics(), "steps": [s.row() for s in analysis.steps],
                 "ops": analysis.ops, "collectives": analysis.collectives}
         gathered: list = [None] * self.env.world_size

@@ -56,11 +56,15 @@ def median_ci_order(values: list[float], confidence: float) -> tuple[float, floa
     largest k whose binomial coverage 1 - 2 P(Bin(n, 1/2) < k) still reaches `confidence`.
     Returns (low, high, achieved coverage); too few values give [min, max] and its coverage."""
     ordered, n = sorted(values), len(values)
-    coverage = lambda k: 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n  # noqa: E731
     k = 1
-    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= confidence:
+    while k + 1 <= (n + 1) // 2 and order_statistic_coverage(n, k + 1) >= confidence:
         k += 1
-    return ordered[k - 1], ordered[n - k], coverage(k)
+    return ordered[k - 1], ordered[n - k], order_statistic_coverage(n, k)
+
+
+def order_statistic_coverage(n: int, k: int) -> float:
+    """P(x_(k) <= median < x_(n+1-k)) for n independent values: 1 - 2 P(Bin(n, 1/2) < k)."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
 
 
 def median_ci_bootstrap(values: list[float], confidence: float, resamples: int,

@@ -104,6 +104,11 @@ def collective_type(raw: str) -> str:
     return "other"
 
 
+def comm_kind(e: Event) -> str:
+    """The collective a communication event ran: NCCL kernels carry the c10d name as an argument."""
+    return collective_type(str(e.args.get("Collective name") or e.name))
+
+
 def is_gpu_trace(events: list[Event]) -> bool:
     return any(e.cat == "kernel" for e in events)
 
@@ -141,13 +146,13 @@ class Collective:
 def describe_collective(e: Event, gpu: bool, default_ranks: int | None) -> Collective:
     """Type, size and group size of a communication event, from what the trace records."""
     if gpu:
-        kind = collective_type(str(e.args.get("Collective name") or e.name))
+        kind = comm_kind(e)
         ranks = e.args.get("Group size") or default_ranks
         size = itemsize(e.args.get("dtype"))
         n_in, n_out = e.args.get("In msg nelems"), e.args.get("Out msg nelems")
         nbytes = max(n_in or 0, n_out or 0) * size if size and (n_in or n_out) else None
         return Collective(kind, (e.start, e.end), nbytes, ranks)
-    kind = collective_type(e.name)
+    kind = comm_kind(e)
     dims, types = e.args.get("Input Dims"), e.args.get("Input type")
     nbytes = None
     if dims and types and itemsize(types[0]):
@@ -228,21 +233,24 @@ def breakdown_metrics(steps: list[StepBreakdown]) -> dict[str, float]:
     wall = sum(s.wall_s for s in steps)
     if not wall:
         return {}
-    total = lambda attr: sum(getattr(s, attr) for s in steps)  # noqa: E731
-    comm = total("comm_s")
+    comm = _total(steps, "comm_s")
     metrics = {
         "comm_pct": 100 * comm / wall,
-        "exposed_comm_pct": 100 * total("exposed_comm_s") / wall,
-        "overlap_pct": 100 * total("overlap_s") / comm if comm else 0.0,
-        "compute_pct": 100 * total("compute_s") / wall,
-        "memcpy_pct": 100 * total("memcpy_s") / wall,
-        "idle_pct": 100 * total("idle_s") / wall,
+        "exposed_comm_pct": 100 * _total(steps, "exposed_comm_s") / wall,
+        "overlap_pct": 100 * _total(steps, "overlap_s") / comm if comm else 0.0,
+        "compute_pct": 100 * _total(steps, "compute_s") / wall,
+        "memcpy_pct": 100 * _total(steps, "memcpy_s") / wall,
+        "idle_pct": 100 * _total(steps, "idle_s") / wall,
         "profiled_step_time_s": wall / len(steps),
     }
     kinds = {k for s in steps for k in s.comm_by_collective_s}
     for kind in sorted(kinds):
         metrics[f"comm_pct_{kind}"] = 100 * sum(s.comm_by_collective_s.get(kind, 0.0) for s in steps) / wall
     return metrics
+
+
+def _total(steps: list[StepBreakdown], attr: str) -> float:
+    return sum(getattr(s, attr) for s in steps)
 
 
 def collective_rows(collectives: list[Collective]) -> list[dict]:
@@ -391,10 +399,13 @@ def analyze(trace: dict) -> TraceAnalysis:
     comm_by_kind: dict[str, list[iv.Interval]] = defaultdict(list)
     for c in collectives:
         comm_by_kind[c.kind].append(c.interval)
-    spans = lambda evs: [(e.start, e.end) for e in evs]  # noqa: E731
-    steps = [step_breakdown(w, spans(compute), comm_by_kind, spans(memcpy)) for w in windows]
+    steps = [step_breakdown(w, _spans(compute), comm_by_kind, _spans(memcpy)) for w in windows]
     ops = op_rows(Context(events), compute, comm_events, memcpy, gpu, len(windows))
     return TraceAnalysis("gpu" if gpu else "cpu", steps, collective_rows(collectives), ops)
+
+
+def _spans(events: list[Event]) -> list[iv.Interval]:
+    return [(e.start, e.end) for e in events]
 
 
 def op_rows(ctx: Context, compute: list[Event], comm: list[Event], memcpy: list[Event], gpu: bool,
@@ -407,7 +418,7 @@ def op_rows(ctx: Context, compute: list[Event], comm: list[Event], memcpy: list[
         for e, dur in durations.items():
             anchor = ctx.anchor(e)
             phase = ctx.phase(anchor)
-            name = collective_type(str(e.args.get("Collective name") or e.name)) if kind == "comm" else anchor.name
+            name = comm_kind(e) if kind == "comm" else anchor.name
             groups[(phase, ctx.layer(anchor, phase), name, kind)].append(dur)
     total = sum(sum(d) for d in groups.values()) or 1.0
     rows = [{"phase": phase, "layer": layer, "op": op, "kind": kind, "calls": len(d),
