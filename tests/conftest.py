@@ -54,3 +54,18 @@ class Cli:
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
+
+
+@pytest.fixture
+def model_config():
+    """Load a conf/model/<name>.yaml into a typed ModelConfig."""
+    from omegaconf import OmegaConf
+
+    from parbench.config.schema import ModelConfig
+    from parbench.paths import CONF_DIR
+
+    def load(name: str) -> ModelConfig:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig),
+                                                   OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")))
+
+    return load

@@ -4,25 +4,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
-from parbench.config.schema import ModelConfig
 from parbench.metrics import flops
 from parbench.models import build_model, count_params
-from parbench.paths import CONF_DIR
 
 
-def model_config(name: str) -> ModelConfig:
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig),
-                                               OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")))
+@pytest.fixture
+def per_token(model_config):
+    def flops_per_token(name: str, seq_len: int, causal: bool) -> float:
+        cfg = model_config(name)
+        return flops.train_flops_per_token(cfg, count_params(build_model(cfg, "meta"), cfg), seq_len, causal)
+
+    return flops_per_token
 
 
-def per_token(name: str, seq_len: int, causal: bool) -> float:
-    cfg = model_config(name)
-    return flops.train_flops_per_token(cfg, count_params(build_model(cfg, "meta"), cfg), seq_len, causal)
-
-
-def test_llama3_8b_gqa_by_hand():
+def test_llama3_8b_gqa_by_hand(per_token):
     # hidden 4096, 32 heads of 128, 8 kv heads (GQA: wk, wv are 4096 x 1024), ffn 14336, 32 layers.
     attention = 2 * 4096 * 4096 + 2 * 4096 * 1024  # wq, wo + wk, wv
     mlp = 3 * 4096 * 14336  # w1, w2, w3
@@ -35,7 +31,7 @@ def test_llama3_8b_gqa_by_hand():
     assert per_token("llama3_8b", seq, causal=True) == 6 * n + 6 * 32 * 4096 * seq
 
 
-def test_mixtral_moe_counts_top_k_experts_by_hand():
+def test_mixtral_moe_counts_top_k_experts_by_hand(per_token):
     # Mixtral 8x7B: Llama 3 8B attention shape, 8 SwiGLU experts of 14336, top-2, router 4096 x 8.
     attention = 2 * 4096 * 4096 + 2 * 4096 * 1024
     expert = 3 * 4096 * 14336
@@ -51,7 +47,7 @@ def test_mixtral_moe_counts_top_k_experts_by_hand():
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny_moe"])
-def test_flop_counter_matches_formula_minus_elementwise_params(name):
+def test_flop_counter_matches_formula_minus_elementwise_params(name, model_config):
     """FlopCounterMode counts the matmuls actually run (MoE: only the tokens routed to each
     expert). It misses exactly 6 x the norm weights (which 6N includes), and counts attention
     without the causal saving."""

@@ -17,6 +17,7 @@ import re
 import statistics
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -26,8 +27,11 @@ from torch.profiler import ProfilerActivity, record_function, schedule
 
 from parbench.config.schema import Config
 from parbench.metrics import trace
-from parbench.parallel import DistEnv
-from parbench.workloads.reporting import PROFILE_DIR
+
+if TYPE_CHECKING:  # parbench.parallel imports the workloads, which import this module
+    from parbench.parallel import DistEnv
+
+PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file becomes an artifact
 # Wrapper modules insert these into parameter/module names; layer names leave them out.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")
 LAYER_NAME = re.compile(r"layers\.\d+|\w*embeddings|norm|output")

@@ -10,9 +10,10 @@ from parbench import __version__
 from parbench.config import resolve
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
+from parbench.metrics.profile import PROFILE_DIR
 from parbench.paths import git_sha
 from parbench.tracking.store import Store, read_json
-from parbench.workloads.reporting import PROFILE_DIR, RESULTS_FILE, STEPS_FILE
+from parbench.workloads.reporting import RESULTS_FILE, STEPS_FILE
 
 LOG_FILE = "worker.log"
 

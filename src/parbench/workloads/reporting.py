@@ -13,7 +13,6 @@ import torch
 
 STEPS_FILE = "steps.jsonl"
 RESULTS_FILE = "results.json"
-PROFILE_DIR = "profile"  # traces, tables and plots of a profiled run (every file is an artifact)
 
 
 class StepReporter:
