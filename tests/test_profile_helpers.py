@@ -10,6 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 from parbench.metrics import trace
 from parbench.metrics.profile import LayerRanges, layer_modules, rank_summary
 from parbench.models import build_model
+from parbench.report.compare import distinct_labels
 
 
 def test_layer_modules_are_the_outermost_wrappers_with_clean_names(model_config):
@@ -38,3 +39,9 @@ def test_rank_summary_is_mean_and_max_with_missing_collectives_as_zero():
     summary = rank_summary([{"comm_pct": 10.0, "comm_pct_all_gather": 4.0}, {"comm_pct": 30.0}])
     assert summary["comm_pct"] == pytest.approx(20) and summary["comm_pct_max"] == 30
     assert summary["comm_pct_all_gather"] == pytest.approx(2) and summary["comm_pct_all_gather_max"] == 4
+
+
+def test_run_labels_keep_only_what_differs():
+    names = ["train parallel=dp,model=tiny", "train parallel=fsdp,model=tiny"]
+    assert distinct_labels(names) == ["parallel=dp", "parallel=fsdp"]
+    assert distinct_labels(["train a=1"]) == ["train a=1"]  # nothing differs: the whole name

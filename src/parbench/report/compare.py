@@ -34,13 +34,21 @@ def load_runs(uri: str, experiment: str, parent: str | None) -> pd.DataFrame:
     return mlflow.search_runs([found.experiment_id], filter_string=query, order_by=["start_time ASC"])
 
 
+def distinct_labels(names: list[str]) -> list[str]:
+    """Short run labels: the `key=value` overrides in a run name that not every run shares."""
+    items = [name.replace(" ", ",").split(",") for name in names]
+    common = set.intersection(*map(set, items)) if items else set()
+    return [",".join(i for i in parts if i not in common) or name for parts, name in zip(items, names)]
+
+
 def compare_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run with a training step time; `vs_fastest` says whether the median step time
+    """One row per run with a training step time (labelled by what differs between the runs);
+    `vs_fastest` says whether the median step time
     differs from the fastest run's beyond both confidence intervals."""
     if "metrics.step_time_s" not in runs:
         return pd.DataFrame(columns=["run"])
     runs = runs[runs["metrics.step_time_s"].notna()]
-    table = pd.DataFrame({"run": runs["tags.mlflow.runName"]})
+    table = pd.DataFrame({"run": distinct_labels(list(runs["tags.mlflow.runName"]))})
     for column in COLUMNS:
         if f"metrics.{column}" in runs:
             table[column] = runs[f"metrics.{column}"]
@@ -63,7 +71,7 @@ def breakdown_seconds(runs: pd.DataFrame) -> pd.DataFrame:
     profiled = runs.dropna(subset=needed)
     frame = pd.DataFrame({column: profiled[f"metrics.{pct}"] / 100 * profiled["metrics.profiled_step_time_s"]
                           for column, pct in BREAKDOWN_PCT.items()})
-    frame.index = profiled.get("tags.mlflow.runName", profiled.index)
+    frame.index = distinct_labels(list(profiled["tags.mlflow.runName"]))
     return frame[[c for c, _, _ in BREAKDOWN]]
 
 

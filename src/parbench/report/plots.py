@@ -40,7 +40,7 @@ def stacked_breakdown(ax, labels: list[str], frame: pd.DataFrame) -> None:
         ax.bar(labels, values, bottom=bottom, label=label, color=color)
         bottom = bottom + values
     ax.set_ylabel("ms per step")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
 
 
 def step_breakdown_plot(steps: pd.DataFrame, path: Path) -> Path:
