@@ -116,7 +116,7 @@ def cpu_trace() -> dict:
     return {"distributedInfo": {"backend": "gloo", "pg_config": [{"pg_size": 2}, {"pg_size": 1}]}, "traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 100), x(STEP_RANGE, "user_annotation", 200, 100),
         x("aten::linear", "cpu_op", 0, 40), x("aten::addmm", "cpu_op", 5, 30),
-        x(f"{trace.BACKWARD_PREFIX} AddmmBackward0", "cpu_op", 40, 20),
+        x(f"{trace.BACKWARD_PREFIX} AddmmBackward0", "cpu_op", 40, 20), x("aten::mm", "cpu_op", 40, 20),
         x("c10d::allreduce_", "cpu_op", 50, 2),
         x("gloo:all_reduce", "user_annotation", 55, 30, tid=9, **{"Input Dims": [[250]], "Input type": ["float"]}),
         x("aten::copy_", "cpu_op", 60, 5, tid=9),  # gloo's own copies: part of the collective
@@ -147,7 +147,21 @@ def test_cpu_gloo_trace_analysis():
     assert rows[("backward", "all_reduce")]["kind"] == "comm"  # anchored to the c10d call that queued it
     assert rows[("forward", "all_gather")]["kind"] == "comm"
     assert rows[("forward", "aten::linear")]["total_s"] == pytest.approx(10e-6)  # self time: 40 - 30
-    assert not any(r["op"].startswith("c10d::") for r in result.ops)
+    assert not any(r["op"].startswith(("c10d::", "autograd::")) for r in result.ops)
+
+
+def test_cpu_time_blocked_inside_an_autograd_node_is_not_compute():
+    """FSDP's post-backward node waits for its reduce-scatter: only its operators are compute."""
+    result = trace.analyze({"traceEvents": [
+        x(STEP_RANGE, "user_annotation", 0, 100),
+        x(f"{trace.BACKWARD_PREFIX} RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
+        x("RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
+        x("fsdp::chunk_cat", "cpu_op", 0, 10), x("c10d::_reduce_scatter_base_", "cpu_op", 10, 1),
+        x("gloo:all_reduce", "user_annotation", 12, 80, tid=9), x("aten::div_", "cpu_op", 95, 5),
+    ]})
+    (step,) = result.steps
+    assert step.compute_s == pytest.approx(15e-6) and step.exposed_comm_s == pytest.approx(80e-6)
+    assert step.idle_s == pytest.approx(5e-6)
 
 
 def test_trace_without_steps_is_an_error_naming_the_cause(tmp_path):

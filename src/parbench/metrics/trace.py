@@ -7,8 +7,8 @@ What counts as what:
     `ncclKernel_*`); memcpy = `gpu_memcpy` and `gpu_memset`; compute = every other kernel.
   CPU trace (gloo): communication = `gloo:<collective>` ranges, which gloo's worker threads
     record while a collective runs (gloo runs FSDP's reduce_scatter as an all_reduce, and the
-    trace says so); compute = every `cpu_op` on the other threads, except collective calls
-    (`c10d::*`, which only enqueue) and waits (blocked, not computing).
+    trace says so); compute = operator calls (`aten::*`, `fsdp::*`, ...) on the other threads,
+    except collective calls (`c10d::*`, which only enqueue) and waits (blocked, not computing).
 A step is a `parbench.step` range (StepClock records one around each measured step).
 Overlap follows HTA: |compute & comm| / |comm|; exposed communication is comm time with no
 compute running. `python -m parbench.metrics.trace TRACE.json[.gz]` prints the analysis.
@@ -53,6 +53,7 @@ DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2,
                "char": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 COMM_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "record_param_comms", "nccl:")
 COLLECTIVE_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::")
+NON_OPERATOR_PREFIXES = ("autograd::", "profiler::")
 # Events on the device timeline. Kineto also mirrors record_function ranges there
 # (gpu_user_annotation), shifted to when the GPU ran them: ranges are read from the host only.
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
@@ -122,6 +123,14 @@ def is_comm(e: Event, gpu: bool) -> bool:
 def is_comm_call(e: Event) -> bool:
     """CPU-side collective calls and waits: neither compute nor the communication itself."""
     return e.name.startswith(COMM_CALL_PREFIXES) or "wait" in e.name.lower()
+
+
+def is_cpu_compute(e: Event) -> bool:
+    """An operator call (aten::mm, fsdp::chunk_cat, ...) that is not a collective call or wait.
+    Autograd nodes and Python-level ranges are left out: they wrap operators, and also the time
+    their thread blocks on a collective (FSDP's post-backward waits for its reduce-scatter)."""
+    return (e.cat == "cpu_op" and "::" in e.name and not e.name.startswith(NON_OPERATOR_PREFIXES)
+            and not is_comm_call(e))
 
 
 def group_size_from_trace(trace: dict) -> int | None:
@@ -391,8 +400,7 @@ def analyze(trace: dict) -> TraceAnalysis:
         compute = [e for e in in_steps if e.cat == "kernel" and not is_comm(e, gpu)]
         memcpy = [e for e in in_steps if e.cat in ("gpu_memcpy", "gpu_memset")]
     else:
-        compute = [e for e in in_steps if e.cat == "cpu_op" and e.thread not in comm_threads
-                   and not is_comm_call(e)]
+        compute = [e for e in in_steps if e.thread not in comm_threads and is_cpu_compute(e)]
         memcpy = []
     ranks = group_size_from_trace(trace)
     collectives = [describe_collective(e, gpu, ranks) for e in comm_events]
