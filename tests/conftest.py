@@ -68,3 +68,18 @@ def compose(*overrides: str, gpus=()):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         node = hydra_compose("config", overrides=list(overrides))
     return resolve.resolve(node, list(gpus))
+
+
+@pytest.fixture
+def model_config():
+    """Load a conf/model/<name>.yaml into a typed ModelConfig."""
+    from omegaconf import OmegaConf
+
+    from parbench.config.schema import ModelConfig
+    from parbench.paths import CONF_DIR
+
+    def load(name: str) -> ModelConfig:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig),
+                                                   OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")))
+
+    return load

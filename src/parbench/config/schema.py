@@ -99,6 +99,30 @@ class DebugConfig:
 
 
 @dataclass
+class ProfileConfig:
+    """torch.profiler over a window of measured steps: one Kineto trace per rank, analysed into
+    comm_pct, exposed_comm_pct, per-op/per-layer tables and plots (see docs/measurement.md)."""
+
+    enabled: bool = False
+    wait: int = 0  # measured steps before the profiler starts
+    warmup: int = 1  # steps the profiler runs but discards (keeps its start-up out of the trace)
+    active_steps: int = 3  # steps traced and analysed
+    record_shapes: bool = True  # input sizes: collective bytes on gloo, shapes in the trace
+    layer_ranges: bool = True  # a profiler range per model layer, for the per-layer table
+    memory_timeline: bool = False  # CUDA allocator history over the window (GPU only; slows steps)
+    plots: bool = True  # PNG breakdown, op-share and layer heatmap artifacts
+
+
+@dataclass
+class StatsConfig:
+    """Step statistics: the confidence interval of the median step time over the measured steps."""
+
+    confidence: float = 0.95
+    ci_method: str = "order"  # order (distribution-free, binomial order statistics) | bootstrap
+    bootstrap_resamples: int = 2000
+
+
+@dataclass
 class Config:
     hardware: HardwareConfig = MISSING
     model: ModelConfig = MISSING
@@ -108,5 +132,7 @@ class Config:
     launch: LaunchConfig = field(default_factory=LaunchConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    stats: StatsConfig = field(default_factory=StatsConfig)
     seed: int = 0
     dry_run: bool = False

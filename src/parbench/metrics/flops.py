@@ -5,9 +5,21 @@
                   a tied output head counted; MoE counts top_k experts)
     attention   = 12 * L * d_attn * T (PaLM / torchtitan: mfu_nocausal)
                   6 * L * d_attn * T  (causal mask skips half the scores: mfu, Megatron since 2025)
+
+Cross-check: torch's FlopCounterMode counts the matmuls (and SDPA) actually run in a forward
+and backward. It equals the non-causal formula minus 6 x the 1-D parameters (norm weights,
+biases): 6N counts every non-embedding parameter, but those multiply nothing, they scale or
+shift elementwise. SDPA computes the full score matrix on the math path (the mask applies
+after), so the count matches the non-causal attention term.
 """
 
 from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from parbench.config.schema import ModelConfig
 from parbench.models import ParamCounts
@@ -32,3 +44,21 @@ def recompute_factor(activation_checkpointing: str) -> float:
 def mfu(flops_per_token: float, tokens_per_s: float, peak_tflops_per_device: float, devices: int) -> float:
     """Achieved FLOP/s over the dense peak of all devices."""
     return flops_per_token * tokens_per_s / (peak_tflops_per_device * 1e12 * devices)
+
+
+def counted_train_flops_per_token(model: nn.Module, vocab: int, batch: int, seq_len: int) -> float:
+    """FLOPs per token of one forward+backward (cross-entropy on random tokens) as torch's
+    FlopCounterMode counts them. SDPA runs on the math backend: the fused CPU kernel has no
+    FLOP formula registered and would count as zero."""
+    device = next(model.parameters()).device
+    tokens = torch.randint(0, vocab, (batch, seq_len + 1), generator=torch.Generator().manual_seed(0)).to(device)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        logits = model(tokens[:, :-1])
+        F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten()).backward()
+    return counter.get_total_flops() / (batch * seq_len)
+
+
+def elementwise_params(model: nn.Module) -> int:
+    """Parameters that scale or shift rather than multiply activations (norms, biases): in 6N,
+    not in a matmul count."""
+    return sum(p.numel() for p in model.parameters() if p.dim() == 1)

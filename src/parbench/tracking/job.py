@@ -10,6 +10,7 @@ from parbench import __version__
 from parbench.config import resolve
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
+from parbench.metrics.profile import PROFILE_DIR
 from parbench.paths import git_sha
 from parbench.tracking.store import Store, read_json
 from parbench.workloads.reporting import RESULTS_FILE, STEPS_FILE
@@ -58,6 +59,9 @@ class JobRun:
         files = (LOG_FILE, RESULTS_FILE, STEPS_FILE, *results.get("artifacts", []))
         self.store.log_artifacts(self.run_id, [job_dir / f for f in files])
         self.store.log_artifacts(self.run_id, sorted((job_dir / ".hydra").glob("*.yaml")), "hydra")
+        # Traces (one per rank), CSV tables, plots and memory snapshots of a profiled run.
+        self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / PROFILE_DIR).glob("*") if p.is_file()),
+                                 PROFILE_DIR)
         self.store.finish(self.run_id, outcome.ok)
         return metrics
 

@@ -17,7 +17,7 @@ RESULTS_FILE = "results.json"
 
 class StepReporter:
     def __init__(self, job_dir: Path, is_main: bool):
-        self.job_dir = job_dir  # where rank 0 writes files that results["artifacts"] names
+        self.job_dir = job_dir  # rank 0's result files and every rank's own files (profiler traces)
         self.path = job_dir / STEPS_FILE
         self.is_main = is_main
         if is_main:

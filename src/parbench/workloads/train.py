@@ -16,6 +16,7 @@ from parbench.config.hardware import require_peak
 from parbench.config.schema import Config
 from parbench.metrics import flops
 from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
+from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models import build_model, count_params
 from parbench.models.moe import MoE
@@ -151,6 +152,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
     clock = StepClock(env.device)
     step_times, losses = [], []
+    profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, w.warmup_steps).start()
     for step in range(w.warmup_steps + w.steps):
         inject_fault(cfg, env, step)
         inputs, labels = synthetic_batch(cfg, env, step)
@@ -168,16 +170,21 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         losses.append(loss_value)
         reporter.step(step, w.warmup_steps + w.steps, phase, loss=loss_value, step_time_s=elapsed,
                       tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed)
-    return train_results(cfg, env, step_times, losses)
+        profiler.step()
+    profiler.stop()
+    return train_results(cfg, env, step_times, losses, profiler)
 
 
-def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float]) -> dict:
-    """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks."""
+def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float],
+                  profiler: StepProfiler) -> dict:
+    """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks.
+    Steps the profiler ran in are left out of step_time_s (profile_overhead_ratio compares them)."""
     gathered: list = [None] * env.world_size
     dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device)))
     slowest = [max(times[i] for times, _ in gathered) for i in range(len(step_times))]
     memory = {k: max(mem[k] for _, mem in gathered) for k in gathered[0][1]}
-    stats = summarize(slowest, "step_time_s")
+    stats = summarize(profiler.unprofiled(slowest), "step_time_s", cfg.stats.confidence, cfg.stats.ci_method,
+                      cfg.stats.bootstrap_resamples)
     tokens = tokens_per_step(cfg, env.dims)
     tokens_per_s = tokens / stats["step_time_s"]
     fig = plan(cfg, env.dims)
@@ -186,6 +193,8 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
     metrics = {
         **stats,
         "throughput_tokens_per_s": tokens_per_s,
+        "throughput_tokens_per_s_ci_low": tokens / stats["step_time_s_ci_high"],
+        "throughput_tokens_per_s_ci_high": tokens / stats["step_time_s_ci_low"],
         "throughput_tokens_per_s_per_device": tokens_per_s / env.world_size,
         "samples_per_s": tokens_per_s / cfg.workload.seq_len,
         "flops_per_token": fig["flops_per_token"],
@@ -196,12 +205,14 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
         "hfu": model_mfu * flops.recompute_factor(cfg.workload.activation_checkpointing),
         "loss_final": losses[-1],
         **memory,
+        **profiler.results(slowest),
     }
-    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest}}
+    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest}, "tags": profiler.tags}
 
 
 WORKLOADS.register("train")(WorkloadSpec(
     schema=TrainWorkload, run=run, validate=validate, plan=plan,
     summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                     "step_time_s_p90", "mfu", "mfu_nocausal", "mem_peak_allocated_gb", "loss_final"),
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct",
+                     "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
 ))

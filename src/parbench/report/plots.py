@@ -1,0 +1,116 @@
+"""Matplotlib figures (PNG) of a profiled run: step-time breakdown per rank, op share per
+phase, time per layer and phase; and the breakdown across runs for the cross-run report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: workers and CI have no display
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+BREAKDOWN = (("compute_s", "compute", "#4C72B0"), ("exposed_comm_s", "exposed comm", "#DD8452"),
+             ("memcpy_s", "memcpy", "#55A868"), ("idle_s", "idle", "#BBBBBB"))
+PHASES = ("forward", "backward", "optimizer")
+TOP_OPS = 7
+
+
+def save_profile_plots(folder: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:
+    """step_breakdown.png, op_share.png and layer_heatmap.png from the profile tables."""
+    written = []
+    if not tables["steps"].empty:
+        written.append(step_breakdown_plot(tables["steps"], folder / "step_breakdown.png"))
+    ops = tables["ops"]
+    if not ops.empty:
+        rank0 = ops[ops["rank"] == 0]
+        steps = max(1, int(tables["steps"]["step"].max()) + 1) if not tables["steps"].empty else 1
+        written.append(op_share_plot(rank0, folder / "op_share.png"))
+        written.append(layer_heatmap(rank0, steps, folder / "layer_heatmap.png"))
+    return written
+
+
+def stacked_breakdown(ax, labels: list[str], frame: pd.DataFrame) -> None:
+    """Stacked bars of milliseconds: compute, exposed comm, memcpy, idle (a partition of the step)."""
+    bottom = pd.Series(0.0, index=frame.index)
+    for column, label, color in BREAKDOWN:
+        values = frame[column] * 1e3
+        ax.bar(labels, values, bottom=bottom, label=label, color=color)
+        bottom = bottom + values
+    ax.set_ylabel("ms per step")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+
+
+def step_breakdown_plot(steps: pd.DataFrame, path: Path) -> Path:
+    per_rank = steps.groupby("rank")[[c for c, _, _ in BREAKDOWN] + ["comm_s", "wall_s"]].mean()
+    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(per_rank) + 2), 4))
+    stacked_breakdown(ax, [f"rank {r}" for r in per_rank.index], per_rank)
+    comm_pct = 100 * per_rank["comm_s"].sum() / per_rank["wall_s"].sum()
+    exposed = 100 * per_rank["exposed_comm_s"].sum() / per_rank["wall_s"].sum()
+    ax.set_title(f"Step time breakdown (mean of {steps['step'].nunique()} profiled steps)\n"
+                 f"comm {comm_pct:.1f}% of the step, exposed {exposed:.1f}%", fontsize=10)
+    return _save(fig, path)
+
+
+def op_share_plot(ops: pd.DataFrame, path: Path) -> Path:
+    """One pie per phase: the top ops by time, the rest as `other`."""
+    phases = [p for p in PHASES if p in set(ops["phase"])]
+    fig, axes = plt.subplots(1, len(phases), figsize=(5 * len(phases), 4.5), squeeze=False)
+    for ax, phase in zip(axes[0], phases):
+        by_op = ops[ops["phase"] == phase].groupby("op")["total_s"].sum().sort_values(ascending=False)
+        shown = by_op.head(TOP_OPS)
+        if len(by_op) > TOP_OPS:
+            shown = pd.concat([shown, pd.Series({"other": by_op.iloc[TOP_OPS:].sum()})])
+        ax.pie(shown.values, labels=[_short(op) for op in shown.index], autopct="%1.0f%%", textprops={"fontsize": 7})
+        ax.set_title(f"{phase}: {by_op.sum() * 1e3:.1f} ms", fontsize=10)
+    fig.suptitle("Op share of time per phase (rank 0, profiled steps)", fontsize=11)
+    return _save(fig, path)
+
+
+def layer_heatmap(ops: pd.DataFrame, steps: int, path: Path) -> Path:
+    """Milliseconds per step of each layer (rows) in each phase (columns)."""
+    grid = ops.pivot_table(index="layer", columns="phase", values="total_s", aggfunc="sum", fill_value=0.0)
+    grid = grid.reindex(columns=[p for p in PHASES if p in grid.columns])
+    grid = grid.loc[sorted(grid.index, key=_layer_order)] * 1e3 / steps
+    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(grid.columns), 1.2 + 0.35 * len(grid)))
+    image = ax.imshow(grid.values, aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(grid.columns)), grid.columns)
+    ax.set_yticks(range(len(grid.index)), ["(outside layers)" if i == "-" else i for i in grid.index])
+    for (row, col), value in pd.DataFrame(grid.values).stack().items():
+        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                color="white" if value < grid.values.max() / 2 else "black")
+    fig.colorbar(image, ax=ax, label="ms per step")
+    ax.set_title("Time per layer and phase (rank 0)", fontsize=10)
+    return _save(fig, path)
+
+
+def runs_breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
+    """Cross-run stacked bars: columns compute_s, exposed_comm_s, memcpy_s, idle_s per run."""
+    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(runs) + 2), 4.5))
+    stacked_breakdown(ax, list(runs.index), runs)
+    ax.tick_params(axis="x", rotation=30, labelsize=8)
+    ax.set_title("Step time breakdown per run", fontsize=10)
+    return _save(fig, path)
+
+
+def _layer_order(name: str) -> tuple:
+    number = re.fullmatch(r"layers\.(\d+)", name)
+    if "embeddings" in name:
+        return (0, name)
+    if number:
+        return (1, int(number.group(1)))
+    return (3, name) if name == "-" else (2, {"norm": 0, "output": 1}.get(name, 2), name)
+
+
+def _short(op: str, width: int = 36) -> str:
+    op = op.removeprefix("autograd::engine::evaluate_function: ")  # the node's name says backward
+    return op if len(op) <= width else op[: width - 1] + "…"
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
