@@ -192,7 +192,7 @@ class StepProfiler:
             return {}
         tables = write_tables(self.job_dir / PROFILE_DIR, gathered)
         if self.cfg.plots:
-            from parbench.report.plots import save_profile_plots
+            from parbench.report.plots import save_profile_plots  # matplotlib only when plotting
 
             save_profile_plots(self.job_dir / PROFILE_DIR, tables)
         active = step_times[self.active_start:self.active_end]

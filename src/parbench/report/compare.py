@@ -47,12 +47,11 @@ def compare_table(runs: pd.DataFrame) -> pd.DataFrame:
     differs from the fastest run's beyond both confidence intervals."""
     if "metrics.step_time_s" not in runs:
         return pd.DataFrame(columns=["run"])
-    runs = runs[runs["metrics.step_time_s"].notna()]
+    runs = runs[runs["metrics.step_time_s"].notna()].reset_index(drop=True)
     table = pd.DataFrame({"run": distinct_labels(list(runs["tags.mlflow.runName"]))})
     for column in COLUMNS:
         if f"metrics.{column}" in runs:
             table[column] = runs[f"metrics.{column}"]
-    table = table.reset_index(drop=True)
     if table.empty or "step_time_s_ci_low" not in table:
         return table
     best = table.loc[table["step_time_s"].idxmin()]
