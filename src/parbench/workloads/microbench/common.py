@@ -58,13 +58,12 @@ def require_gpus(cfg: Config, what: str, instead: str) -> None:
                           f"hardware={cfg.hardware.name} has none. {instead}")
 
 
-def gather_floats(value: float | list[float], device: torch.device) -> list:
+def gather_floats(value: float, device: torch.device) -> list[float]:
     """The value of every rank, in rank order (one small collective, outside any timed region)."""
-    tensor = torch.tensor(value if isinstance(value, list) else [value], dtype=torch.float64, device=device)
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
     gathered = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, tensor)
-    rows = [t.tolist() for t in gathered]
-    return rows if isinstance(value, list) else [row[0] for row in rows]
+    return [t.item() for t in gathered]
 
 
 def rank_mean(value: float, device: torch.device) -> float:
