@@ -6,16 +6,16 @@ DEST=${1:-docs/results/microbench}
 RUNS=outputs/microbench_gpu
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$DEST" "$RUNS"
-parbench() { local name=$1; shift; python -m parbench "$@" hydra.run.dir="$RUNS/$name" 2>&1 | tee "$RUNS/$name.log"; }
+bench() { local name=$1; shift; python -m parbench "$@" hydra.run.dir="$RUNS/$name" 2>&1 | tee "$RUNS/$name.log"; }
 
-parbench collectives workload=collectives workload.begin=1M workload.end=1G
+bench collectives workload=collectives workload.begin=1M workload.end=1G
 torchrun --standalone --nproc-per-node=2 benchmarks/bare_allreduce.py --size-mib 1024 2>&1 | tee "$RUNS/bare_allreduce.log"
-parbench matmul workload=matmul workload.dtype=bf16 hardware.gpus_per_node=1
+bench matmul workload=matmul workload.dtype=bf16 hardware.gpus_per_node=1
 python benchmarks/bare_matmul.py --size 8192 --dtype bf16 2>&1 | tee "$RUNS/bare_matmul.log"
 parbench p2p workload=p2p
-parbench membw workload=membw hardware.gpus_per_node=1
-parbench tp_linear workload=tp_linear
-parbench topology workload=topology
+bench membw workload=membw hardware.gpus_per_node=1
+bench tp_linear workload=tp_linear
+bench topology workload=topology
 
 for run in collectives matmul p2p membw tp_linear topology; do
   for f in "$RUNS/$run"/*.png "$RUNS/$run"/tp_linear.md "$RUNS/$run"/p2p.json "$RUNS/$run"/topology.*; do
