@@ -12,7 +12,7 @@ bench collectives workload=collectives workload.begin=1M workload.end=1G
 torchrun --standalone --nproc-per-node=2 benchmarks/bare_allreduce.py --size-mib 1024 2>&1 | tee "$RUNS/bare_allreduce.log"
 bench matmul workload=matmul workload.dtype=bf16 hardware.gpus_per_node=1
 python benchmarks/bare_matmul.py --size 8192 --dtype bf16 2>&1 | tee "$RUNS/bare_matmul.log"
-parbench p2p workload=p2p
+bench p2p workload=p2p
 bench membw workload=membw hardware.gpus_per_node=1
 bench tp_linear workload=tp_linear
 bench topology workload=topology
