@@ -45,10 +45,15 @@ def test_collectives_sweep_2_ranks_verified(cli):
 
 
 @pytest.mark.slow
-def test_collectives_sweep_4_ranks_verified(cli):
-    cli.run("workload=collectives", "hardware.gpus_per_node=4", f"workload.ops={ALL_OPS}", "workload.begin=4K",
-            "workload.end=32K", "workload.factor=8", "workload.iters=3", "workload.warmup_iters=1")
-    check_collectives_run(cli, cli.runs().iloc[0], 4, [4096, 32768])
+def test_collectives_hydra_sweep_over_2_and_4_ranks_verified(cli):
+    cli.run("workload=collectives", "hardware.gpus_per_node=2,4", f"workload.ops={ALL_OPS}", "workload.begin=4K",
+            "workload.end=32K", "workload.factor=8", "workload.iters=3", "workload.warmup_iters=1", multirun=True)
+    runs = cli.runs()
+    children = runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert sorted(children["params.hardware.gpus_per_node"]) == ["2", "4"]
+    for _, run in children.iterrows():
+        check_collectives_run(cli, run, int(run["params.hardware.gpus_per_node"]), [4096, 32768])
+    assert "busbw_gbps_avg" in (cli.root / "sweep" / "summary.csv").read_text()
 
 
 def test_wrong_collective_results_fail_the_run(cli):

@@ -17,17 +17,18 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def parse_size(text: str | int) -> int:
+def parse_size(text: str | int, key: str = "size") -> int:
     """Bytes from 1048576, '1M', '1MiB' or '1G' (binary units, as nccl-tests reads -b/-e)."""
     match = _SIZE.match(str(text))
     if not match:
-        raise ConfigError(f"size {text!r} is not a size: write bytes or a number with K, M, G (e.g. 1M, 1G)")
+        raise ConfigError(f"workload.{key}={text!r} is not a size: write bytes or a number with K, M, G "
+                          "(e.g. 1M, 1G)")
     return int(match.group(1)) * _UNITS[match.group(2).upper()]
 
 
 def size_sweep(begin: str | int, end: str | int, factor: int) -> list[int]:
     """begin, begin*factor, ... up to end (nccl-tests -b -e -f)."""
-    lo, hi = parse_size(begin), parse_size(end)
+    lo, hi = parse_size(begin, "begin"), parse_size(end, "end")
     if lo <= 0 or hi < lo:
         raise ConfigError(f"workload.begin={begin} and workload.end={end}: need 0 < begin <= end")
     if factor < 2:
@@ -57,13 +58,12 @@ def require_gpus(cfg: Config, what: str, instead: str) -> None:
                           f"hardware={cfg.hardware.name} has none. {instead}")
 
 
-def gather_floats(value: float | list[float], device: torch.device) -> list:
+def gather_floats(value: float, device: torch.device) -> list[float]:
     """The value of every rank, in rank order (one small collective, outside any timed region)."""
-    tensor = torch.tensor(value if isinstance(value, list) else [value], dtype=torch.float64, device=device)
+    tensor = torch.tensor([value], dtype=torch.float64, device=device)
     gathered = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, tensor)
-    rows = [t.tolist() for t in gathered]
-    return rows if isinstance(value, list) else [row[0] for row in rows]
+    return [t.item() for t in gathered]
 
 
 def rank_mean(value: float, device: torch.device) -> float:

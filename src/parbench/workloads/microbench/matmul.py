@@ -52,15 +52,15 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.shapes={w.shapes}: give a list of [M, K, N] with positive sizes, "
                           "e.g. workload.shapes=[[4096,4096,4096]]")
     check_iterations(w)
-    parse_size(w.rotate_bytes)
+    parse_size(w.rotate_bytes, "rotate_bytes")
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
     return {"shapes": len(cfg.workload.shapes), "peak_tflops": cfg.hardware.peak_tflops[cfg.workload.dtype]}
 
 
-def tensor_dtype(name: str) -> torch.dtype:
-    """tf32 runs on fp32 tensors, with TF32 tensor cores allowed for matmuls."""
+def set_matmul_dtype(name: str) -> torch.dtype:
+    """The tensor dtype; tf32 runs on fp32 tensors with TF32 tensor cores allowed (fp32 without)."""
     torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
     return torch.float32 if name == "tf32" else DTYPES[name]
 
@@ -93,7 +93,7 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
 
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
-    dtype = tensor_dtype(w.dtype)
+    dtype = set_matmul_dtype(w.dtype)
     peak = cfg.hardware.peak_tflops[w.dtype]
     points = []
     for i, shape in enumerate(w.shapes):

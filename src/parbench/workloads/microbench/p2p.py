@@ -14,6 +14,7 @@ import itertools
 import json
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -135,16 +136,27 @@ def p2p_metrics(m: dict) -> dict[str, float]:
     return metrics
 
 
-def heatmaps(m: dict, job_dir, hardware: str) -> list[str]:
-    """Copies between GPUs, with the host as an extra row (host -> GPU) and column (GPU -> host)."""
-    gpus, labels = m["gpus"], [f"gpu{i}" for i in range(m["gpus"])]
+def with_host(m: dict) -> tuple[list[list[float | None]], list[str]]:
+    """The GPU matrix with the host as an extra row (host -> GPU) and column (GPU -> host)."""
+    gpus = m["gpus"]
     grid = [row + [m["d2h_gbps"][i] if "d2h_gbps" in m else None] for i, row in enumerate(m["unidirectional_gbps"])]
     grid.append((m["h2d_gbps"] if "h2d_gbps" in m else [None] * gpus) + [None])
-    size = m["size_bytes"]
-    files = [plots.heatmap(job_dir / "p2p_heatmap.png", grid, labels + ["host"],
-                           f"Copy bandwidth, one direction, {size / 2**20:g} MiB ({hardware})")]
+    return grid, [f"gpu{i}" for i in range(gpus)] + ["host"]
+
+
+def format_matrix(grid: list[list[float | None]], labels: list[str]) -> str:
+    lines = ["GB/s, source (rows) -> destination (columns)", "".join(f"{label:>9}" for label in ["", *labels])]
+    lines += ["".join([f"{src:>9}", *(f"{v:9.1f}" if v is not None else f"{'-':>9}" for v in row)])
+              for src, row in zip(labels, grid)]
+    return "\n".join(lines)
+
+
+def heatmaps(m: dict, job_dir: Path, hardware: str) -> list[str]:
+    grid, labels = with_host(m)
+    files = [plots.heatmap(job_dir / "p2p_heatmap.png", grid, labels,
+                           f"Copy bandwidth, one direction, {m['size_bytes'] / 2**20:g} MiB ({hardware})")]
     if any(v is not None for row in m["bidirectional_gbps"] for v in row):
-        files.append(plots.heatmap(job_dir / "p2p_bidir_heatmap.png", m["bidirectional_gbps"], labels,
+        files.append(plots.heatmap(job_dir / "p2p_bidir_heatmap.png", m["bidirectional_gbps"], labels[:-1],
                                    f"Copy bandwidth, both directions at once ({hardware})"))
     return files
 
@@ -157,12 +169,12 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         (reporter.job_dir / "p2p.json").write_text(json.dumps(m, indent=2))
         results = {"metrics": p2p_metrics(m), "tables": {"p2p": m},
                    "artifacts": ["p2p.json", *heatmaps(m, reporter.job_dir, cfg.hardware.name)]}
-        print(json.dumps({k: m[k] for k in ("unidirectional_gbps", "bidirectional_gbps")}, indent=None), flush=True)
+        print(format_matrix(*with_host(m)), flush=True)
     dist.barrier(group=cpu_group)
     return results
 
 
 WORKLOADS.register("p2p")(WorkloadSpec(
     schema=P2pWorkload, run=run, validate=validate, plan=plan, uses_model=False,
-    summary_metrics=("p2p_gbps/*", "p2p_bidir_gbps/*", "p2p_gbps_min", "p2p_gbps_mean", "h2d_gbps", "d2h_gbps"),
+    summary_metrics=("p2p_gbps_min", "p2p_gbps_mean", "p2p_gbps_max", "p2p_bidir_gbps_mean", "h2d_gbps", "d2h_gbps"),
 ))
