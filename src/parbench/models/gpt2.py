@@ -59,9 +59,10 @@ class GPT2(nn.Module):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         if self.tok_embeddings is not None:
-            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            if positions is None:
+                positions = torch.arange(tokens.shape[1], device=tokens.device)
             h = self.tok_embeddings(tokens) + self.pos_embeddings(positions)
         else:
             h = tokens

@@ -125,10 +125,12 @@ class Transformer(nn.Module):
             elif isinstance(module, MoE):
                 module.init_weights(INIT_STD)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """`positions` of the tokens held (context parallel holds chunks of the sequence); default 0..seq-1."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
-        seq = h.shape[1]
-        rope = (self.rope_cos[:seq], self.rope_sin[:seq])
+        # tokens, not h: under sequence parallel h holds only this rank's part of the sequence.
+        held = slice(tokens.shape[1]) if positions is None else positions
+        rope = (self.rope_cos[held], self.rope_sin[held])
         for layer in self.layers.values():
             h = layer(h, rope)
         h = self.norm(h) if self.norm is not None else h

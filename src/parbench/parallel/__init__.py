@@ -4,9 +4,10 @@ in their `order` on one DeviceMesh built from ParallelDims."""
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -33,6 +34,17 @@ class DistEnv:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def data_mesh(self) -> DeviceMesh:
+        """The ranks that hold the same parameters and average their gradients: (dp, fsdp), with cp
+        folded into fsdp since cp ranks train on other tokens of the same sequences (torchtitan's
+        dp_shard_cp). 1-D (fsdp*cp) without dp replicas, else 2-D (dp, fsdp*cp) for HSDP."""
+        if self.dims.cp == 1:
+            shard, shard_name = self.mesh["fsdp"], "fsdp"
+        else:
+            shard_name = "fsdp_cp"
+            shard = self.mesh["fsdp", "cp"]._flatten(shard_name)
+        return self.mesh["dp", shard_name] if self.dims.dp > 1 else shard
+
     def data_rank(self) -> int:
         """Index of this rank's batch among the dims.data_parallel batches of a step."""
         return self.mesh["dp"].get_local_rank() * self.dims.fsdp + self.mesh["fsdp"].get_local_rank()
@@ -58,12 +70,22 @@ def init_distributed(cfg: Config, timeout_s: float) -> DistEnv:
 class ParallelModel:
     """The model after every enabled strategy. `parts` are the modules this rank holds (several
     under pipeline parallelism); `forward_backward(inputs, labels) -> loss` runs one step's
-    forward and backward, and a strategy that changes how a step runs (pp) replaces it."""
+    forward and backward, and a strategy that changes how a step runs (pp) replaces it.
+    `step_contexts` make the context managers (loss_parallel, context_parallel) that a step's
+    forward, loss and backward run inside: whoever sets forward_backward enters `step_context()`."""
 
     parts: list[nn.Module]
     forward_backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     handles_mixed_precision: bool = False
     notes: dict[str, str] = field(default_factory=dict)
+    step_contexts: list[Callable[[], AbstractContextManager]] = field(default_factory=list)
+
+    @contextmanager
+    def step_context(self) -> Iterator[None]:
+        with ExitStack() as stack:
+            for make in self.step_contexts:
+                stack.enter_context(make())
+            yield
 
     def parameters(self):
         for part in self.parts:
@@ -93,4 +115,4 @@ def parallelize(model: nn.Module, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # Importing the strategy modules registers them.
-from parbench.parallel import activation_checkpoint, compile, dp, fsdp  # noqa: E402,F401
+from parbench.parallel import activation_checkpoint, compile, cp, dp, fsdp, tp  # noqa: E402,F401

@@ -1,5 +1,6 @@
-"""Fully sharded data parallel: FSDP2 `fully_shard` per transformer block, then the root.
-With parallel.dp > 1 as well, the mesh (dp, fsdp) makes it HSDP."""
+"""Fully sharded data parallel: FSDP2 `fully_shard` per transformer block, then the root, on
+`DistEnv.data_mesh()`: fsdp (x cp) ranks shard, and with parallel.dp > 1 as well the 2-D mesh
+(dp, fsdp) makes it HSDP. Tensor-parallel DTensor parameters are sharded again over that mesh (2D)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from parbench.workloads.dtypes import torch_dtype
 
 
 def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return dims.fsdp > 1
+    # DDP cannot hold DTensor parameters: under tp, dp (and cp) replicas go through FSDP2 too, as
+    # HSDP whose shard groups may have one rank (torchtitan makes the same choice).
+    return dims.fsdp > 1 or (dims.tp > 1 and dims.dp * dims.cp > 1)
 
 
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
-    mesh = env.mesh["dp", "fsdp"] if env.dims.dp > 1 else env.mesh["fsdp"]
+    mesh = env.data_mesh()
     param_dtype = torch_dtype(cfg.workload.dtype)
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     reshard = cfg.parallel.fsdp_reshard_after_forward

@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from parbench.config import ConfigError
 from parbench.config.hardware import require_peak
@@ -21,6 +22,7 @@ from parbench.metrics.timing import StepClock, summarize
 from parbench.models import build_model, count_params
 from parbench.models.moe import MoE
 from parbench.parallel import DistEnv, ParallelModel, parallelize
+from parbench.parallel.cp import held_positions
 from parbench.parallel.dims import ParallelDims
 from parbench.workloads import WORKLOADS, WorkloadSpec
 from parbench.workloads.dtypes import DTYPES, torch_dtype
@@ -94,22 +96,30 @@ def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor,
     tokens = torch.randint(0, cfg.model.vocab, (w.batch_size * env.dims.data_parallel, w.seq_len + 1),
                            generator=gen)
     local = tokens.chunk(env.dims.data_parallel)[env.data_rank()].to(env.device)
-    return local[:, :-1], local[:, 1:]
+    inputs, labels = local[:, :-1], local[:, 1:]
+    if env.dims.cp > 1:  # context parallel: this rank's chunks of every sequence
+        held = held_positions(w.seq_len, env.dims.cp, env.mesh["cp"].get_local_rank(), env.device)
+        inputs, labels = inputs[:, held], labels[:, held]
+    return inputs, labels
 
 
 def moe_aux_loss(model: nn.Module) -> torch.Tensor | float:
     return sum((m.aux_loss for m in model.modules() if isinstance(m, MoE)), 0.0)
 
 
-def default_forward_backward(model: nn.Module, cfg: Config):
+def default_forward_backward(pmodel: ParallelModel, cfg: Config):
     """Forward, cross-entropy (+ MoE load-balancing loss) and backward on one module."""
+    model = pmodel.parts[0]
     aux_coef = cfg.model.aux_loss_coef if cfg.model.experts else 0.0
 
     def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
-        total = loss + aux_coef * moe_aux_loss(model) if aux_coef else loss
-        total.backward()
+        with pmodel.step_context():
+            logits = model(inputs)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+            if isinstance(loss, DTensor):  # loss_parallel: replicated over tp, the same on every rank
+                loss = loss.to_local()
+            total = loss + aux_coef * moe_aux_loss(model) if aux_coef else loss
+            total.backward()
         return loss.detach()
 
     return step
@@ -128,7 +138,7 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
             part.to_empty(device=env.device)
             part.init_weights()
     if pmodel.forward_backward is None:
-        pmodel.forward_backward = default_forward_backward(pmodel.parts[0], cfg)
+        pmodel.forward_backward = default_forward_backward(pmodel, cfg)
     return pmodel
 
 
