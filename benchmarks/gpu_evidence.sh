@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU evidence recorded under docs/results/, one suite per call:
+#   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
+# Suites: strategies | titan1b | titan8b | inference | inference1 | micro   (see each below)
+# Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
+# with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
+set -uo pipefail
+SUITE=$1; shift
+W=outputs/gpu_evidence/$SUITE
+mkdir -p "$W"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.csv under $W
+  local name=$1; shift
+  echo "== $name: python -m parbench -m $*" | tee -a "$W/commands.txt"
+  python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" \
+    2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
+}
+# Llama 3.2 1B shape with an untied head (1.50B), torchtitan's benchmark shape.
+L1B=(model=llama3_2_1b model.tie_embeddings=false)
+case $SUITE in
+  strategies)  # 2 GPUs: every strategy on one 1.5B model (ep on a 2.5B MoE), profiled for comm %
+    COMMON=(workload.seq_len=4096 workload.batch_size=4 workload.warmup_steps=3 workload.steps=14
+            profile.enabled=true profile.wait=4 profile.warmup=1 profile.active_steps=3 "$@")
+    sweep dense "${L1B[@]}" parallel=dp,fsdp,tp,sp,pp,cp "${COMMON[@]}"
+    sweep moe model=moe_2_5b parallel=fsdp,ep "${COMMON[@]}"
+    ;;
+  titan1b)  # 1 GPU: torchtitan's 1B comparison (seq 4096, batch 2, no AC), eager and compiled
+    sweep titan1b "${L1B[@]}" hardware.gpus_per_node=1 workload.seq_len=4096 workload.batch_size=2 \
+      workload.warmup_steps=5 workload.steps=20 workload.compile=false,true "$@"
+    ;;
+  titan8b)  # 2 GPUs: torchtitan's 8B FSDP comparison (seq 8192, batch 1/GPU, selective AC)
+    sweep titan8b model=llama3_8b parallel=fsdp workload.seq_len=8192 workload.batch_size=1 \
+      workload.activation_checkpointing=selective workload.warmup_steps=3 workload.steps=10 \
+      workload.compile=false,true "$@"
+    ;;
+  inference)  # 2 GPUs: llama2_7b native engine, 1 GPU vs tp=2 vs pp=2, input and batch sweeps
+    sweep inference workload=inference model=llama2_7b model.max_seq_len=8320 parallel=dp,tp,pp \
+      workload.input_len=128,1024,8192 workload.batch_size=1,8,32 workload.output_len=64 \
+      workload.repeats=3 workload.profile=false "$@"
+    ;;
+  inference1)  # 1 GPU: llama2_7b native engine, input and batch sweeps, one profiled point
+    sweep inference1 workload=inference model=llama2_7b model.max_seq_len=8320 hardware.gpus_per_node=1 \
+      workload.input_len=128,1024,8192 workload.batch_size=1,8,32 workload.output_len=64 \
+      workload.repeats=3 workload.profile=false "$@"
+    ;;
+  micro)  # 2 GPUs: collectives, p2p, membw, matmul, tp_linear beside bare torch references
+    bash benchmarks/microbench_gpu.sh "$W/results" 2>&1 | tee "$W/micro.log" | tail -20
+    ;;
+  *) echo "unknown suite $SUITE"; exit 2 ;;
+esac
+if [ -n "${OUT:-}" ]; then
+  tar -czf "$OUT/$SUITE.tgz" --exclude='*.json.gz' --exclude='trace_*.json' --exclude='*.pickle' \
+    --exclude='hf_model' -C "$W" .
+fi
