@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
     clock = StepClock(env.device)
-    step_times, losses = [], []
+    step_times, losses, strategy_values = [], [], []
     for step in range(w.warmup_steps + w.steps):
         inject_fault(cfg, env, step)
         inputs, labels = synthetic_batch(cfg, env, step)
@@ -158,23 +159,37 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         elapsed = clock.stop()
+        measured = pmodel.step_metrics()  # after the clock's synchronise: device timings are final
         dist.all_reduce(loss, group=None)  # mean over ranks = mean over the global batch
         loss_value = loss.item() / env.world_size
         phase = "warmup" if step < w.warmup_steps else "measure"
         if phase == "measure":
             step_times.append(elapsed)
+            strategy_values.append(measured)
         losses.append(loss_value)
         reporter.step(step, w.warmup_steps + w.steps, phase, loss=loss_value, step_time_s=elapsed,
-                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed)
-    return train_results(cfg, env, step_times, losses)
+                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed, **measured)
+    return train_results(cfg, env, step_times, losses, strategy_values, pmodel.metrics)
 
 
-def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float]) -> dict:
+def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
+    """A strategy's per-step measurements: each rank's median over measured steps, then the
+    mean over ranks as the metric and the max over ranks as `<name>_max`."""
+    summary = {}
+    for key in per_rank[0][0] if per_rank[0] else ():
+        medians = [statistics.median(step[key] for step in steps) for steps in per_rank]
+        summary[key] = statistics.fmean(medians)
+        summary[f"{key}_max"] = max(medians)
+    return summary
+
+
+def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float],
+                  strategy_values: list[dict[str, float]], strategy_metrics: dict[str, float]) -> dict:
     """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks."""
     gathered: list = [None] * env.world_size
-    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device)))
-    slowest = [max(times[i] for times, _ in gathered) for i in range(len(step_times))]
-    memory = {k: max(mem[k] for _, mem in gathered) for k in gathered[0][1]}
+    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device), strategy_values))
+    slowest = [max(times[i] for times, _, _ in gathered) for i in range(len(step_times))]
+    memory = {k: max(mem[k] for _, mem, _ in gathered) for k in gathered[0][1]}
     stats = summarize(slowest, "step_time_s")
     tokens = tokens_per_step(cfg, env.dims)
     tokens_per_s = tokens / stats["step_time_s"]
@@ -194,6 +209,8 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
         "hfu": model_mfu * flops.recompute_factor(cfg.workload.activation_checkpointing),
         "loss_final": losses[-1],
         **memory,
+        **over_ranks([values for _, _, values in gathered]),
+        **strategy_metrics,
     }
     return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest}}
 
