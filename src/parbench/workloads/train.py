@@ -26,6 +26,7 @@ from parbench.workloads.dtypes import DTYPES, torch_dtype
 from parbench.workloads.reporting import StepReporter
 
 AC_MODES = ("none", "full", "selective")
+OPTIMIZERS = ("adamw", "sgd")
 INIT_MODES = ("auto", "full", "meta")
 
 
@@ -40,6 +41,9 @@ class TrainWorkload:
     activation_checkpointing: str = "none"  # none | full | selective
     compile: bool = False  # torch.compile each transformer block
     lr: float = 3e-4
+    # adamw | sgd: plain SGD moves each weight by lr x its gradient, so a mis-scaled gradient shows
+    # in the loss (AdamW normalises the scale away); the exactness tests use it.
+    optimizer: str = "adamw"
     init: str = "auto"  # full: whole model per rank then shard; meta: shard first (big models)
 
 
@@ -55,6 +59,8 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     if w.activation_checkpointing not in AC_MODES:
         raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
                           f"use one of {', '.join(AC_MODES)}")
+    if w.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"workload.optimizer={w.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     if w.init not in INIT_MODES:
         raise ConfigError(f"workload.init={w.init!r}: use one of {', '.join(INIT_MODES)}")
     if w.seq_len > cfg.model.max_seq_len:
@@ -130,6 +136,12 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
     return pmodel
 
 
+def build_optimizer(w: TrainWorkload, pmodel: ParallelModel, device: torch.device) -> torch.optim.Optimizer:
+    if w.optimizer == "sgd":
+        return torch.optim.SGD(pmodel.parameters(), lr=w.lr)
+    return torch.optim.AdamW(pmodel.parameters(), lr=w.lr, fused=device.type == "cuda")
+
+
 def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
     """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling."""
     if env.rank != cfg.debug.fault_rank:
@@ -144,7 +156,7 @@ def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     pmodel = build_parallel_model(cfg, env)
-    optimizer = torch.optim.AdamW(pmodel.parameters(), lr=w.lr, fused=env.device.type == "cuda")
+    optimizer = build_optimizer(w, pmodel, env.device)
     dtype = torch_dtype(w.dtype)
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
