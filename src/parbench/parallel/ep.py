@@ -105,6 +105,9 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
             # An expert's gradient already sums its ep group's tokens; dividing the edp sum by all
             # token ranks (not by edp) gives the mean over the global batch, as for the dense weights.
             moe.experts.set_gradient_divide_factor(float(token_ranks(d)))
+            if env.device.type == "cpu":
+                # gloo has no PREMUL_SUM: reduce by sum, then scale.
+                moe.experts.set_force_sum_reduction_for_comms(True)
     return pmodel
 
 

@@ -19,7 +19,7 @@ from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models import build_model, count_params
 from parbench.models.moe import MoE
-from parbench.parallel import DistEnv, ParallelModel, parallelize
+from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, parallelize
 from parbench.parallel.dims import ParallelDims
 from parbench.workloads import WORKLOADS, WorkloadSpec
 from parbench.workloads.dtypes import DTYPES, torch_dtype
@@ -63,6 +63,9 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.optimizer={w.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     if w.init not in INIT_MODES:
         raise ConfigError(f"workload.init={w.init!r}: use one of {', '.join(INIT_MODES)}")
+    if w.init == "meta" and dims.dp > 1 and dims.fsdp == 1:
+        raise ConfigError(f"workload.init=meta with DDP (parallel.dp={dims.dp}, fsdp=1): DDP broadcasts "
+                          "materialised weights; use workload.init=full or shard with parallel.fsdp")
     if w.seq_len > cfg.model.max_seq_len:
         raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
                           "shorten the sequence or raise model.max_seq_len")
@@ -123,7 +126,10 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
     """Seeded model, every enabled strategy applied; big sharded models start on meta."""
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     sharded = env.dims.fsdp * env.dims.tp * env.dims.pp > 1
-    use_meta = cfg.workload.init == "meta" or (cfg.workload.init == "auto" and sharded and counts.total > 1e9)
+    # DDP broadcasts the weights when it wraps them (dp x pp): they must exist by then.
+    ddp = STRATEGIES.get("dp").enabled(env.dims, cfg)
+    use_meta = cfg.workload.init == "meta" or (
+        cfg.workload.init == "auto" and sharded and not ddp and counts.total > 1e9)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, "meta" if use_meta else env.device)
     pmodel = parallelize(model, env, cfg)
