@@ -105,8 +105,9 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
             # An expert's gradient already sums its ep group's tokens; dividing the edp sum by all
             # token ranks (not by edp) gives the mean over the global batch, as for the dense weights.
             moe.experts.set_gradient_divide_factor(float(token_ranks(d)))
-            if env.device.type == "cpu":
-                # gloo has no PREMUL_SUM: reduce by sum, then scale.
+            if env.device.type == "cpu" and mesh["edp"].size() > 1:
+                # gloo has no PREMUL_SUM: reduce by sum, then scale. Not on one rank: FSDP's
+                # one-rank path applies the factor itself and would apply it twice (torch 2.13).
                 moe.experts.set_force_sum_reduction_for_comms(True)
     return pmodel
 

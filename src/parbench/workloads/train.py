@@ -194,7 +194,8 @@ def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
     """A strategy's per-step measurements: each rank's median over measured steps, then the
     mean over ranks as the metric and the max over ranks as `<name>_max`."""
     summary = {}
-    for key in per_rank[0][0] if per_rank[0] else ():
+    keys = per_rank[0][0].keys() if per_rank[0] else ()
+    for key in keys:
         medians = [statistics.median(step[key] for step in steps) for steps in per_rank]
         summary[key] = statistics.fmean(medians)
         summary[f"{key}_max"] = max(medians)
@@ -236,5 +237,6 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
 WORKLOADS.register("train")(WorkloadSpec(
     schema=TrainWorkload, run=run, validate=validate, plan=plan,
     summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                     "step_time_s_p90", "mfu", "mfu_nocausal", "mem_peak_allocated_gb", "loss_final"),
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "bubble_pct", "bubble_pct_theory",
+                     "mem_peak_allocated_gb", "loss_final"),
 ))
