@@ -33,15 +33,13 @@ case $SUITE in
       workload.activation_checkpointing=selective workload.warmup_steps=3 workload.steps=10 \
       workload.compile=false,true "$@"
     ;;
-  inference)  # 2 GPUs: llama2_7b native engine, 1 GPU vs tp=2 vs pp=2, input and batch sweeps
-    sweep inference workload=inference model=llama2_7b model.max_seq_len=8320 parallel=dp,tp,pp \
-      workload.input_len=128,1024,8192 workload.batch_size=1,8,32 workload.output_len=64 \
-      workload.repeats=3 workload.profile=false "$@"
-    ;;
-  inference1)  # 1 GPU: llama2_7b native engine, input and batch sweeps, one profiled point
-    sweep inference1 workload=inference model=llama2_7b model.max_seq_len=8320 hardware.gpus_per_node=1 \
-      workload.input_len=128,1024,8192 workload.batch_size=1,8,32 workload.output_len=64 \
-      workload.repeats=3 workload.profile=false "$@"
+  inference|inference1)  # llama2_7b native engine: input-length sweep (batch 1), batch sweep (input 1024)
+    # inference: 2 GPUs, 1 GPU vs tp=2 vs pp=2 in each sweep; inference1: 1 GPU only
+    LAYOUTS=(parallel=dp,tp,pp); [ "$SUITE" = inference1 ] && LAYOUTS=(hardware.gpus_per_node=1)
+    INF=(workload=inference model=llama2_7b model.max_seq_len=8320 workload.output_len=64 workload.repeats=3
+         workload.profile=false "${LAYOUTS[@]}")
+    sweep input_len "${INF[@]}" workload.input_len=128,1024,8192 workload.batch_size=1 "$@"
+    sweep batch "${INF[@]}" workload.input_len=1024 workload.batch_size=8,32 "$@"
     ;;
   micro)  # 2 GPUs: collectives, p2p, membw, matmul, tp_linear beside bare torch references
     bash benchmarks/microbench_gpu.sh "$W/results" 2>&1 | tee "$W/micro.log" | tail -20

@@ -8,9 +8,8 @@ from parbench.config.schema import Config, HardwareConfig, ModelConfig
 from parbench.metrics.timing import CI_METHODS
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.dims import ParallelDims
+from parbench.parallel.pp import MULTI_STAGE_SCHEDULES, SCHEDULES
 from parbench.workloads import WORKLOADS
-
-PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "zero_bubble")
 
 
 def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
@@ -60,19 +59,16 @@ def validate_layout(cfg: Config, dims: ParallelDims) -> None:
     if m.heads % dims.tp or m.kv_heads % dims.tp:
         raise ConfigError(f"parallel.tp={dims.tp} must divide model.heads={m.heads} and "
                           f"model.kv_heads={m.kv_heads}: pick a tp among the common divisors")
-    stages = dims.pp * p.pp_stages_per_rank
-    if m.layers % stages:
-        raise ConfigError(f"model.layers={m.layers} is not divisible by the {stages} pipeline stages "
-                          f"(parallel.pp={dims.pp} x parallel.pp_stages_per_rank={p.pp_stages_per_rank})")
-    if p.pp_schedule not in PP_SCHEDULES:
-        raise ConfigError(f"parallel.pp_schedule={p.pp_schedule!r}: use one of {', '.join(PP_SCHEDULES)}")
-    if p.pp_microbatches <= 0:
-        raise ConfigError(f"parallel.pp_microbatches={p.pp_microbatches} must be positive")
+    validate_pipeline(cfg, dims)
     if dims.ep > 1 and not m.experts:
         raise ConfigError(f"parallel.ep={dims.ep} needs an MoE model (model.experts > 0), "
                           f"and model={m.name} is dense: choose e.g. model=tiny_moe")
     if m.experts and m.experts % dims.ep:
         raise ConfigError(f"model.experts={m.experts} is not divisible by parallel.ep={dims.ep}")
+    if dims.ep > 1 and dims.fsdp == 1:
+        raise ConfigError(f"parallel.ep={dims.ep} shards the experts' data parallelism with FSDP2, and "
+                          f"parallel.fsdp=1 (DDP would average different experts together): "
+                          "set parallel.fsdp=-1 parallel.dp=1 (or any fsdp > 1)")
     if p.sp and dims.tp == 1:
         raise ConfigError("parallel.sp=true needs parallel.tp > 1 (sequence parallel splits tp's norm regions)")
 
@@ -95,3 +91,37 @@ def validate_measurement(cfg: Config) -> None:
         raise ConfigError(f"stats.ci_method={s.ci_method!r}: use one of {', '.join(CI_METHODS)}")
     if s.bootstrap_resamples < 100:
         raise ConfigError(f"stats.bootstrap_resamples={s.bootstrap_resamples}: use at least 100")
+
+
+def validate_pipeline(cfg: Config, dims: ParallelDims) -> None:
+    """What torch.distributed.pipelining's schedules accept, checked before launch."""
+    m, p = cfg.model, cfg.parallel
+    if p.pp_schedule not in SCHEDULES:
+        raise ConfigError(f"parallel.pp_schedule={p.pp_schedule!r}: use one of {', '.join(SCHEDULES)}")
+    if p.pp_microbatches <= 0 or p.pp_stages_per_rank <= 0:
+        raise ConfigError(f"parallel.pp_microbatches={p.pp_microbatches} and parallel.pp_stages_per_rank="
+                          f"{p.pp_stages_per_rank} must be positive")
+    stages = dims.pp * p.pp_stages_per_rank
+    if m.layers % stages:
+        raise ConfigError(f"model.layers={m.layers} is not divisible by the {stages} pipeline stages "
+                          f"(parallel.pp={dims.pp} x parallel.pp_stages_per_rank={p.pp_stages_per_rank})")
+    if dims.pp == 1:
+        return
+    if m.tie_embeddings:
+        raise ConfigError(f"model.tie_embeddings=true ties the first stage's embedding to the last stage's "
+                          f"output head, which pipeline parallel (parallel.pp={dims.pp}) puts on other ranks: "
+                          "set model.tie_embeddings=false")
+    if p.pp_schedule not in MULTI_STAGE_SCHEDULES and p.pp_stages_per_rank > 1:
+        raise ConfigError(f"parallel.pp_schedule={p.pp_schedule} runs one stage per rank: set "
+                          f"parallel.pp_stages_per_rank=1 or use {' or '.join(MULTI_STAGE_SCHEDULES)}")
+    if p.pp_schedule == "interleaved_1f1b" and p.pp_stages_per_rank < 2:
+        raise ConfigError("parallel.pp_schedule=interleaved_1f1b interleaves several stages per rank: "
+                          "set parallel.pp_stages_per_rank>=2 (or use pp_schedule=1f1b)")
+    if p.pp_schedule == "1f1b" and p.pp_microbatches < dims.pp:
+        raise ConfigError(f"parallel.pp_schedule=1f1b needs parallel.pp_microbatches >= parallel.pp={dims.pp} "
+                          f"(got {p.pp_microbatches}): raise pp_microbatches")
+    rounds = max(1, p.pp_microbatches // dims.pp)
+    if p.pp_schedule in MULTI_STAGE_SCHEDULES and p.pp_microbatches % rounds:
+        raise ConfigError(f"parallel.pp_schedule={p.pp_schedule} runs microbatches in rounds of parallel.pp="
+                          f"{dims.pp}: parallel.pp_microbatches={p.pp_microbatches} must be a multiple of "
+                          f"{rounds} (e.g. {rounds * dims.pp})")

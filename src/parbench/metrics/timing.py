@@ -3,10 +3,12 @@ statistics of the measured steps with a confidence interval of the median."""
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
 import time
+from typing import Callable
 
 import torch
 
@@ -41,6 +43,48 @@ class StepClock:
         elapsed = time.perf_counter() - self._start
         self._range.__exit__(None, None, None)
         return elapsed
+
+
+class BusyTimer:
+    """Time spent inside wrapped calls between begin() and end(), against that span: the idle
+    fraction. On GPU the marks are CUDA events on the current stream (no synchronisation): read
+    idle_fraction() only after the device has finished the span (the step clock's closing sync)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self._busy: list[tuple] = []
+        self._span: tuple = ()
+
+    def _mark(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _seconds(self, start, end) -> float:
+        return start.elapsed_time(end) / 1e3 if self.cuda else end - start
+
+    def wrap(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            start = self._mark()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._busy.append((start, self._mark()))
+        return timed
+
+    def begin(self) -> None:
+        self._busy.clear()
+        self._span = (self._mark(),)
+
+    def end(self) -> None:
+        self._span = (self._span[0], self._mark())
+
+    def idle_fraction(self) -> float:
+        busy = sum(self._seconds(start, end) for start, end in self._busy)
+        return max(0.0, 1.0 - busy / self._seconds(*self._span))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -37,6 +37,9 @@ class MoE(nn.Module):
         self.aux_loss = torch.zeros(())
         # Expert parallel replaces this with an all-to-all dispatch over the ep group.
         self.dispatch_fn = local_dispatch
+        # Data/expert parallel replace this with a mean over the ranks holding the step's other
+        # tokens, so the load-balancing loss sees the global batch as on one device.
+        self.router_stats_mean_fn = local_mean
 
     def init_weights(self, std: float) -> None:
         for w in (self.experts.w1, self.experts.w2, self.experts.w3):
@@ -72,9 +75,15 @@ class MoE(nn.Module):
     def load_balancing_loss(self, probs: torch.Tensor, expert_ids: torch.Tensor) -> torch.Tensor:
         """Switch loss E * sum_e f_e * P_e (f: share of routed tokens, P: mean router prob)."""
         f = F.one_hot(expert_ids, self.num_experts).float().sum(dim=(0, 1)) / expert_ids.numel()
-        return self.num_experts * (f * probs.mean(dim=0)).sum()
+        f, p = self.router_stats_mean_fn(torch.stack((f, probs.mean(dim=0)))).unbind(0)
+        return self.num_experts * (f * p).sum()
 
 
 def local_dispatch(experts: GroupedExperts, routed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """Run every expert on this rank (no expert parallelism)."""
     return experts(routed, counts.tolist())
+
+
+def local_mean(stats: torch.Tensor) -> torch.Tensor:
+    """Router statistics of this rank's tokens only (one device, or no data parallelism)."""
+    return stats

@@ -77,6 +77,10 @@ class ParallelModel:
     parts: list[nn.Module]
     forward_backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     handles_mixed_precision: bool = False
+    # Measurements of the step just run, read after it (pp: bubble_pct), and figures the layout
+    # fixes (pp: bubble_pct_theory); the train workload logs both.
+    step_metrics: Callable[[], dict[str, float]] = dict
+    metrics: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     step_contexts: list[Callable[[], AbstractContextManager]] = field(default_factory=list)
 
@@ -94,7 +98,9 @@ class ParallelModel:
 
 @dataclass(frozen=True)
 class Strategy:
-    """One parallelism. `order` fixes composition (tp, then pp split, then fsdp/dp wrap)."""
+    """One parallelism. `order` fixes composition: the pp split first, then strategies that
+    rewrite modules (tp, activation checkpointing, ep), then the dp/fsdp wrappers, each applied
+    to every part."""
 
     order: int
     enabled: Callable[[ParallelDims, Config], bool]
@@ -115,4 +121,4 @@ def parallelize(model: nn.Module, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # Importing the strategy modules registers them.
-from parbench.parallel import activation_checkpoint, compile, cp, dp, fsdp, tp  # noqa: E402,F401
+from parbench.parallel import activation_checkpoint, compile, cp, dp, ep, fsdp, pp, tp  # noqa: E402,F401

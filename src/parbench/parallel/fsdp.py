@@ -19,10 +19,14 @@ def enabled(dims: ParallelDims, cfg: Config) -> bool:
     return dims.fsdp > 1 or (dims.tp > 1 and dims.dp * dims.cp > 1)
 
 
+def mixed_precision_policy(cfg: Config) -> MixedPrecisionPolicy:
+    """Compute in the workload's dtype, reduce gradients in fp32."""
+    return MixedPrecisionPolicy(param_dtype=torch_dtype(cfg.workload.dtype), reduce_dtype=torch.float32)
+
+
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     mesh = env.data_mesh()
-    param_dtype = torch_dtype(cfg.workload.dtype)
-    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    policy = mixed_precision_policy(cfg)
     reshard = cfg.parallel.fsdp_reshard_after_forward
     for part in pmodel.parts:
         layers = list(part.layers.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models import build_model, count_params
 from parbench.models.moe import MoE
-from parbench.parallel import DistEnv, ParallelModel, parallelize
+from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, parallelize
 from parbench.parallel.cp import held_positions
 from parbench.parallel.dims import ParallelDims
 from parbench.workloads import WORKLOADS, WorkloadSpec
@@ -29,6 +30,7 @@ from parbench.workloads.dtypes import DTYPES, torch_dtype
 from parbench.workloads.reporting import StepReporter
 
 AC_MODES = ("none", "full", "selective")
+OPTIMIZERS = ("adamw", "sgd")
 INIT_MODES = ("auto", "full", "meta")
 
 
@@ -43,6 +45,9 @@ class TrainWorkload:
     activation_checkpointing: str = "none"  # none | full | selective
     compile: bool = False  # torch.compile each transformer block
     lr: float = 3e-4
+    # adamw | sgd: plain SGD moves each weight by lr x its gradient, so a mis-scaled gradient shows
+    # in the loss (AdamW normalises the scale away); the exactness tests use it.
+    optimizer: str = "adamw"
     init: str = "auto"  # full: whole model per rank then shard; meta: shard first (big models)
 
 
@@ -59,8 +64,13 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     if w.activation_checkpointing not in AC_MODES:
         raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
                           f"use one of {', '.join(AC_MODES)}")
+    if w.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"workload.optimizer={w.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     if w.init not in INIT_MODES:
         raise ConfigError(f"workload.init={w.init!r}: use one of {', '.join(INIT_MODES)}")
+    if w.init == "meta" and dims.dp > 1 and dims.fsdp == 1:
+        raise ConfigError(f"workload.init=meta with DDP (parallel.dp={dims.dp}, fsdp=1): DDP broadcasts "
+                          "materialised weights; use workload.init=full or shard with parallel.fsdp")
     if w.seq_len > cfg.model.max_seq_len:
         raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
                           "shorten the sequence or raise model.max_seq_len")
@@ -129,7 +139,10 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
     """Seeded model, every enabled strategy applied; big sharded models start on meta."""
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     sharded = env.dims.fsdp * env.dims.tp * env.dims.pp > 1
-    use_meta = cfg.workload.init == "meta" or (cfg.workload.init == "auto" and sharded and counts.total > 1e9)
+    # DDP broadcasts the weights when it wraps them (dp x pp): they must exist by then.
+    ddp = STRATEGIES.get("dp").enabled(env.dims, cfg)
+    use_meta = cfg.workload.init == "meta" or (
+        cfg.workload.init == "auto" and sharded and not ddp and counts.total > 1e9)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, "meta" if use_meta else env.device)
     pmodel = parallelize(model, env, cfg)
@@ -140,6 +153,12 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
     if pmodel.forward_backward is None:
         pmodel.forward_backward = default_forward_backward(pmodel, cfg)
     return pmodel
+
+
+def build_optimizer(w: TrainWorkload, pmodel: ParallelModel, device: torch.device) -> torch.optim.Optimizer:
+    if w.optimizer == "sgd":
+        return torch.optim.SGD(pmodel.parameters(), lr=w.lr)
+    return torch.optim.AdamW(pmodel.parameters(), lr=w.lr, fused=device.type == "cuda")
 
 
 def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
@@ -156,12 +175,12 @@ def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     pmodel = build_parallel_model(cfg, env)
-    optimizer = torch.optim.AdamW(pmodel.parameters(), lr=w.lr, fused=env.device.type == "cuda")
+    optimizer = build_optimizer(w, pmodel, env.device)
     dtype = torch_dtype(w.dtype)
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
     clock = StepClock(env.device)
-    step_times, losses = [], []
+    step_times, losses, strategy_values = [], [], []
     profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, w.warmup_steps).start()
     for step in range(w.warmup_steps + w.steps):
         inject_fault(cfg, env, step)
@@ -172,27 +191,42 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         elapsed = clock.stop()
+        measured = pmodel.step_metrics()  # after the clock's synchronise: device timings are final
         dist.all_reduce(loss, group=None)  # mean over ranks = mean over the global batch
         loss_value = loss.item() / env.world_size
         phase = "warmup" if step < w.warmup_steps else "measure"
         if phase == "measure":
             step_times.append(elapsed)
+            strategy_values.append(measured)
         losses.append(loss_value)
         reporter.step(step, w.warmup_steps + w.steps, phase, loss=loss_value, step_time_s=elapsed,
-                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed)
+                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed, **measured)
         profiler.step()
     profiler.stop()
-    return train_results(cfg, env, step_times, losses, profiler)
+    return train_results(cfg, env, step_times, losses, strategy_values, pmodel.metrics, profiler)
+
+
+def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
+    """A strategy's per-step measurements: each rank's median over measured steps, then the
+    mean over ranks as the metric and the max over ranks as `<name>_max`."""
+    summary = {}
+    keys = per_rank[0][0].keys() if per_rank[0] else ()
+    for key in keys:
+        medians = [statistics.median(step[key] for step in steps) for steps in per_rank]
+        summary[key] = statistics.fmean(medians)
+        summary[f"{key}_max"] = max(medians)
+    return summary
 
 
 def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float],
+                  strategy_values: list[dict[str, float]], strategy_metrics: dict[str, float],
                   profiler: StepProfiler) -> dict:
     """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks.
     Steps the profiler ran in are left out of step_time_s (profile_overhead_ratio compares them)."""
     gathered: list = [None] * env.world_size
-    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device)))
-    slowest = [max(times[i] for times, _ in gathered) for i in range(len(step_times))]
-    memory = {k: max(mem[k] for _, mem in gathered) for k in gathered[0][1]}
+    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device), strategy_values))
+    slowest = [max(times[i] for times, _, _ in gathered) for i in range(len(step_times))]
+    memory = {k: max(mem[k] for _, mem, _ in gathered) for k in gathered[0][1]}
     stats = summarize(profiler.unprofiled(slowest), "step_time_s", cfg.stats.confidence, cfg.stats.ci_method,
                       cfg.stats.bootstrap_resamples)
     tokens = tokens_per_step(cfg, env.dims)
@@ -216,6 +250,8 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
         "loss_final": losses[-1],
         **memory,
         **profiler.results(slowest),
+        **over_ranks([values for _, _, values in gathered]),
+        **strategy_metrics,
     }
     return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest}, "tags": profiler.tags}
 
@@ -223,6 +259,6 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
 WORKLOADS.register("train")(WorkloadSpec(
     schema=TrainWorkload, run=run, validate=validate, plan=plan,
     summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct",
-                     "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "bubble_pct",
+                     "bubble_pct_theory", "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
 ))

@@ -1,0 +1,99 @@
+"""Pipeline parallel (every schedule), expert parallel and their compositions train exactly what
+one process trains: same seed, same global batch, per-step losses equal within LOSS_RTOL.
+
+The tolerance covers fp32 summation order only (microbatches, all-to-all, sharded reductions):
+the measured differences were 0 to 1e-6. A higher lr than the default makes a wrong gradient move
+the loss within a few steps, and a large aux-loss coefficient does the same for the router. AdamW
+normalises a uniformly mis-scaled gradient nearly away, so ep and the 4-rank cases also train with
+plain SGD: an expert gradient off by a factor 2 then moves the loss by ~1e-4 (relative) within 4
+steps (with AdamW: ~4e-5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import Cli
+
+LOSS_RTOL = 2e-5
+ADAMW = ("workload.warmup_steps=1", "workload.steps=3", "workload.lr=0.01")
+SGD = ("workload.warmup_steps=1", "workload.steps=3", "workload.optimizer=sgd", "workload.lr=2.0")
+MOE = ("model=tiny_moe", "model.aux_loss_coef=1.0")
+
+
+def reference_losses(cli: Cli, *overrides: str) -> list[float]:
+    """One process (DDP of one rank): the single-device run the strategies must reproduce."""
+    cli.run("hardware.gpus_per_node=1", "parallel=dp", *overrides)
+    return cli.losses()
+
+
+def assert_bubble_logged(results: dict, theory: float) -> None:
+    metrics = results["metrics"]
+    assert 0 <= metrics["bubble_pct"] <= metrics["bubble_pct_max"] < 100
+    assert metrics["bubble_pct_theory"] == pytest.approx(100 * theory)
+
+
+@pytest.mark.parametrize("schedules, overrides, theory", [
+    # p=2, m=4: (p-1)/(m+p-1).
+    ("gpipe,1f1b", ("model.layers=4",), 1 / 5),
+    # v=2 stages per rank: (p-1)/(v*m+p-1); zero bubble: (p-1)/(3*v*m+p-1).
+    pytest.param("interleaved_1f1b,zero_bubble", ("model.layers=4", "parallel.pp_stages_per_rank=2"), None,
+                 marks=pytest.mark.slow),
+])
+def test_pp_schedules_match_single_process(cli, schedules, overrides, theory):
+    expected = reference_losses(cli, *ADAMW, *overrides)
+    cli.run(*ADAMW, "parallel=pp", f"parallel.pp_schedule={schedules}", *overrides, multirun=True)
+    for num, schedule in enumerate(schedules.split(",")):
+        assert cli.losses(num) == pytest.approx(expected, rel=LOSS_RTOL), schedule
+        ideal = theory if theory is not None else (1 / 9 if schedule == "interleaved_1f1b" else 1 / 25)
+        assert_bubble_logged(cli.results(num), ideal)
+    runs = cli.runs()
+    children = runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert (children["metrics.bubble_pct"] >= 0).all() and children["metrics.bubble_pct_theory"].notna().all()
+
+
+@pytest.mark.parametrize("optimizer", [ADAMW, SGD], ids=["adamw", "sgd"])
+def test_ep_matches_single_process(cli, optimizer):
+    # parallel=ep on 2 ranks: fsdp=2, ep=2 (two experts per rank); a step sees 2 x 4 sequences.
+    expected = reference_losses(cli, *optimizer, *MOE, "workload.batch_size=8")
+    cli.run(*optimizer, *MOE, "parallel=ep")
+    assert cli.losses() == pytest.approx(expected, rel=LOSS_RTOL)
+
+
+@pytest.mark.slow
+def test_pp_moe_matches_single_process_without_aux_loss(cli):
+    """MoE layers in pipeline stages. The load-balancing loss is per microbatch under pp (the
+    whole batch's routing is not known when a microbatch runs), so exactness holds without it."""
+    no_aux = ("model=tiny_moe", "model.aux_loss_coef=0")
+    expected = reference_losses(cli, *ADAMW, *no_aux)
+    cli.run(*ADAMW, *no_aux, "parallel=pp")
+    assert cli.losses() == pytest.approx(expected, rel=LOSS_RTOL)
+
+
+@pytest.mark.slow
+def test_four_rank_compositions_match_single_process(cli):
+    """dp x pp, pp x fsdp (4 ranks, 2 x 2) and ep=2 inside fsdp=4 (experts FSDP-sharded over 2
+    ranks), with SGD so that gradient scale errors (microbatch or expert reductions) show."""
+    four = ("hardware.gpus_per_node=4",)
+    dense = reference_losses(cli, *SGD, "model.layers=4", "workload.batch_size=8")
+    cli.run(*SGD, *four, "parallel=pp,pp_fsdp", "model.layers=4", multirun=True)
+    for num in (0, 1):
+        assert cli.losses(num) == pytest.approx(dense, rel=LOSS_RTOL)
+        assert_bubble_logged(cli.results(num), 1 / 5)
+    moe = reference_losses(cli, *SGD, *MOE, "workload.batch_size=16")
+    cli.run(*SGD, *four, *MOE, "parallel=ep")
+    assert cli.losses() == pytest.approx(moe, rel=LOSS_RTOL)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("parallel=pp", "parallel.pp_schedule=interleaved_1f1b"), "pp_stages_per_rank>=2"),
+    (("parallel=pp", "parallel.pp_schedule=1f1b", "parallel.pp_microbatches=1", "workload.batch_size=1"),
+     "pp_microbatches >= parallel.pp"),
+    (("parallel=pp", "parallel.pp_stages_per_rank=2", "model.layers=4"), "pp_stages_per_rank=1"),
+    (("parallel=pp", "model.tie_embeddings=true"), "model.tie_embeddings=false"),
+    (("parallel=ep", "parallel.fsdp=1", "parallel.dp=-1", "model=tiny_moe"), "parallel.fsdp=-1"),
+])
+def test_invalid_layouts_fail_before_launch_naming_the_fix(cli, overrides, message):
+    proc = cli.run(*overrides, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (cli.job_dir() / "steps.jsonl").exists()
