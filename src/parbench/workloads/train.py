@@ -67,6 +67,10 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     if dims.cp > 1 and w.seq_len % (2 * dims.cp):
         raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by 2*cp={2 * dims.cp} "
                           "(context parallel splits the sequence into 2*cp load-balanced chunks)")
+    if cfg.parallel.sp and (w.seq_len // dims.cp) % dims.tp:
+        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by cp*tp={dims.cp * dims.tp}: "
+                          "sequence parallel splits each rank's sequence over the tp ranks "
+                          "(or set parallel.sp=false)")
 
 
 def tokens_per_step(cfg: Config, dims: ParallelDims) -> int:
