@@ -7,6 +7,7 @@ from parbench.config.hardware import GpuInfo
 from parbench.config.schema import Config, HardwareConfig, ModelConfig
 from parbench.metrics.timing import CI_METHODS
 from parbench.models import MODEL_FAMILIES
+from parbench.parallel.cp import CP_ROTATE_METHODS
 from parbench.parallel.dims import ParallelDims
 from parbench.parallel.pp import MULTI_STAGE_SCHEDULES, SCHEDULES
 from parbench.workloads import WORKLOADS
@@ -71,6 +72,14 @@ def validate_layout(cfg: Config, dims: ParallelDims) -> None:
                           "set parallel.fsdp=-1 parallel.dp=1 (or any fsdp > 1)")
     if p.sp and dims.tp == 1:
         raise ConfigError("parallel.sp=true needs parallel.tp > 1 (sequence parallel splits tp's norm regions)")
+    if dims.tp > 1 and not m.experts and m.ffn % dims.tp:
+        raise ConfigError(f"model.ffn={m.ffn} is not divisible by parallel.tp={dims.tp}: tensor parallel splits "
+                          "the MLP's inner dimension evenly; pick a tp that divides it")
+    if p.cp_rotate not in CP_ROTATE_METHODS:
+        raise ConfigError(f"parallel.cp_rotate={p.cp_rotate!r}: use one of {', '.join(CP_ROTATE_METHODS)}")
+    if dims.cp > 1 and cfg.hardware.device_type != "cuda" and p.cp_rotate != "allgather":
+        raise ConfigError(f"parallel.cp_rotate={p.cp_rotate} needs CUDA (torch's context_parallel); on "
+                          f"{cfg.hardware.device_type} context parallel all-gathers K/V: use parallel.cp_rotate=allgather")
 
 
 def validate_measurement(cfg: Config) -> None:

@@ -72,7 +72,7 @@ def block_plan(block: nn.Module, sp: bool) -> dict[str, ParallelStyle]:
         if sp:
             plan["feed_forward"] = PrepareModuleInputOutput(
                 input_layouts=Shard(1), desired_input_layouts=Replicate(), use_local_input=True,
-                output_layouts=Replicate(), desired_output_layouts=Shard(1), use_local_output=False)
+                output_layouts=Replicate(), desired_output_layouts=Shard(1), use_local_output=True)
     else:
         plan["feed_forward.w1"] = ColwiseParallel()
         plan["feed_forward.w2"] = RowwiseParallel(output_layouts=residual)

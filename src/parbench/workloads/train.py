@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
 from torch import nn
 from torch.distributed.tensor import DTensor
 
@@ -80,6 +81,10 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     if dims.cp > 1 and w.seq_len % (2 * dims.cp):
         raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by 2*cp={2 * dims.cp} "
                           "(context parallel splits the sequence into 2*cp load-balanced chunks)")
+    if cfg.parallel.sp and (w.seq_len // dims.cp) % dims.tp:
+        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by cp*tp={dims.cp * dims.tp}: "
+                          "sequence parallel splits each rank's sequence over the tp ranks "
+                          "(or set parallel.sp=false)")
 
 
 def tokens_per_step(cfg: Config, dims: ParallelDims) -> int:
@@ -158,7 +163,11 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
 def build_optimizer(w: TrainWorkload, pmodel: ParallelModel, device: torch.device) -> torch.optim.Optimizer:
     if w.optimizer == "sgd":
         return torch.optim.SGD(pmodel.parameters(), lr=w.lr)
-    return torch.optim.AdamW(pmodel.parameters(), lr=w.lr, fused=device.type == "cuda")
+    # Fused AdamW cannot mix DTensor and plain parameters in one call (tp leaves norms plain):
+    # one param group per kind, which step() updates separately.
+    params = list(pmodel.parameters())
+    groups = [{"params": [p for p in params if isinstance(p, DTensor) == is_dtensor]} for is_dtensor in (True, False)]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=device.type == "cuda")
 
 
 def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
