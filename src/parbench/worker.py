@@ -10,13 +10,13 @@ import torch.distributed as dist
 
 from parbench.config import resolve
 from parbench.parallel import init_distributed
-from parbench.workloads import WORKLOADS
+from parbench.workloads import WORKLOADS, job_layout
 from parbench.workloads.reporting import StepReporter, device_tags, write_results
 
 
 def main(job_dir: Path) -> None:
     cfg = resolve.load(job_dir / resolve.RESOLVED_FILE)
-    env = init_distributed(cfg, timeout_s=cfg.launch.timeout_s)
+    env = init_distributed(cfg, timeout_s=cfg.launch.timeout_s, parallel=job_layout(cfg)[0])
     results = WORKLOADS.get(cfg.workload.name).run(cfg, env, StepReporter(job_dir, env.is_main))
     if env.is_main:
         results["tags"] = {**results.get("tags", {}), **device_tags(env.device, env.world_size)}

@@ -7,7 +7,7 @@ from parbench.config.hardware import GpuInfo
 from parbench.config.schema import Config, HardwareConfig, ModelConfig
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS
+from parbench.workloads import WORKLOADS, job_layout
 
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "zero_bubble")
 
@@ -16,7 +16,7 @@ def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
     """Validate the whole config; `gpus` are the local GPUs when launching here (None: planning only)."""
     validate_model(cfg.model)
     validate_hardware(cfg.hardware, gpus)
-    dims = ParallelDims.from_config(cfg.parallel, cfg.hardware.nodes * cfg.hardware.gpus_per_node)
+    dims = ParallelDims.from_config(*job_layout(cfg))
     validate_layout(cfg, dims)
     WORKLOADS.get(cfg.workload.name).validate(cfg, dims)
     return dims

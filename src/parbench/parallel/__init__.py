@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from parbench.config.schema import Config
+from parbench.config.schema import Config, ParallelConfig
 from parbench.parallel.dims import MESH_DIMS, ParallelDims
 from parbench.registry import Registry
 
@@ -38,8 +38,9 @@ class DistEnv:
         return self.mesh["dp"].get_local_rank() * self.dims.fsdp + self.mesh["fsdp"].get_local_rank()
 
 
-def init_distributed(cfg: Config, timeout_s: float) -> DistEnv:
-    """Join the process group torchrun set up and build the mesh (dims pp, dp, fsdp, cp, tp)."""
+def init_distributed(cfg: Config, timeout_s: float, parallel: ParallelConfig | None = None) -> DistEnv:
+    """Join the process group torchrun set up and build the mesh (dims pp, dp, fsdp, cp, tp) of
+    `parallel` (default cfg.parallel)."""
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     if cfg.hardware.device_type == "cuda":
@@ -49,7 +50,7 @@ def init_distributed(cfg: Config, timeout_s: float) -> DistEnv:
         device = torch.device("cpu")
     dist.init_process_group(cfg.hardware.backend, timeout=timedelta(seconds=timeout_s),
                             device_id=device if device.type == "cuda" else None)
-    dims = ParallelDims.from_config(cfg.parallel, world_size)
+    dims = ParallelDims.from_config(parallel or cfg.parallel, world_size)
     mesh = init_device_mesh(device.type, dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
     return DistEnv(rank, local_rank, world_size, device, dims, mesh)
 

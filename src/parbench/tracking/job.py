@@ -51,6 +51,8 @@ class JobRun:
             tags.update(failure_reason=outcome.reason, log_tail=outcome.log_tail[-4000:])
         self.store.set_tags(self.run_id, tags)
         self.store.log_artifacts(self.run_id, [job_dir / f for f in (LOG_FILE, RESULTS_FILE, STEPS_FILE)])
+        # Files the workload wrote into the job dir (traces, tables, plots), by name.
+        self.store.log_artifacts(self.run_id, [job_dir / f for f in results.get("artifacts", [])])
         self.store.log_artifacts(self.run_id, sorted((job_dir / ".hydra").glob("*.yaml")), "hydra")
         self.store.finish(self.run_id, outcome.ok)
         return metrics
