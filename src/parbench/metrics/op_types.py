@@ -4,7 +4,8 @@ Modules are labelled with record_function scopes (`parbench.<category>`) while p
 profiled op's self time (device time on GPU, CPU time otherwise) goes to its nearest enclosing
 scope, except communication ops, which count as their collective (all_reduce, all_gather, p2p,
 broadcast...) wherever they run. A functional collective's wait counts as the collective it
-waits for (the last one issued before it)."""
+waits for (the last one issued before it). Only the model's thread counts: a backend's threads
+(gloo's) work while it waits."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ COLLECTIVES = (("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_
                ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"), ("all_to_all", "all_to_all"),
                ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("send", "p2p"), ("recv", "p2p"),
                ("barrier", "barrier"))
-WAIT_MARKER = "wait"
+AFTER_COLLECTIVE = ""  # a wait or a helper op (tensor wrapping) of the last collective issued
 
 
 def scope_name(category: str) -> str:
@@ -53,14 +54,12 @@ def module_scopes(categories: dict[nn.Module, str]) -> Iterator[None]:
 
 
 def comm_category(name: str) -> str | None:
-    """The collective a communication op performs, None for a compute op, 'wait' for a wait."""
+    """The collective a communication op performs; None for a compute op; AFTER_COLLECTIVE for a
+    wait or helper that belongs to the collective issued before it."""
     lowered = name.lower()
     if not any(marker in lowered for marker in COMM_MARKERS):
         return None
-    for marker, category in COLLECTIVES:
-        if marker in lowered:
-            return category
-    return WAIT_MARKER if WAIT_MARKER in lowered else "other_comm"
+    return next((category for marker, category in COLLECTIVES if marker in lowered), AFTER_COLLECTIVE)
 
 
 def enclosing_scope(event) -> str:
@@ -76,13 +75,20 @@ def self_time_us(event, on_device: bool) -> float:
     return event.self_device_time_total if on_device else event.self_cpu_time_total
 
 
+def model_thread_events(events: list) -> list:
+    """Events of the thread that ran the model (its scopes): a backend's own threads (gloo's)
+    work while the model thread waits, and counting both would count that time twice."""
+    threads = {e.thread for e in events if e.name.startswith(SCOPE_PREFIX)}
+    return [e for e in events if e.thread in threads] if threads else events
+
+
 def op_time_by_category(prof: torch.profiler.profile, on_device: bool) -> dict[str, float]:
-    """Microseconds of self time per category over every event of the profiled region."""
+    """Microseconds of self time per category over the model thread's events of the profiled region."""
     totals: dict[str, float] = defaultdict(float)
     last_collective = "other_comm"
-    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+    for event in sorted(model_thread_events(list(prof.events())), key=lambda e: e.time_range.start):
         comm = comm_category(event.name)
-        if comm == WAIT_MARKER:
+        if comm == AFTER_COLLECTIVE:
             category = last_collective
         elif comm is not None:
             category = last_collective = comm

@@ -27,7 +27,7 @@ class DistEnv:
     world_size: int
     device: torch.device
     dims: ParallelDims
-    mesh: DeviceMesh
+    mesh: DeviceMesh | None  # None: a single process without a process group
 
     @property
     def is_main(self) -> bool:
@@ -53,6 +53,13 @@ def init_distributed(cfg: Config, timeout_s: float, parallel: ParallelConfig | N
     dims = ParallelDims.from_config(parallel or cfg.parallel, world_size)
     mesh = init_device_mesh(device.type, dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
     return DistEnv(rank, local_rank, world_size, device, dims, mesh)
+
+
+def single_process_env(cfg: Config) -> DistEnv:
+    """This process alone, joining no process group: for an engine that runs its own (vLLM)."""
+    device = torch.device("cuda", 0) if cfg.hardware.device_type == "cuda" else torch.device("cpu")
+    dims = ParallelDims(pp=1, dp=1, fsdp=1, cp=1, tp=1, ep=1)
+    return DistEnv(0, 0, 1, device, dims, None)
 
 
 @dataclass

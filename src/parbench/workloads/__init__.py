@@ -23,6 +23,9 @@ class WorkloadSpec:
     # The degrees parbench's own torchrun job spans, when not cfg.parallel over every device:
     # all explicit, their product is the number of ranks launched (see job_layout).
     job_parallel: Callable[[Config], ParallelConfig] | None = None
+    # False: the workload's engine manages torch.distributed itself (vLLM): the worker runs it in
+    # a single process that joins no process group.
+    joins_process_group: Callable[[Config], bool] = lambda cfg: True
 
 
 WORKLOADS: Registry[WorkloadSpec] = Registry("workload", "workload")

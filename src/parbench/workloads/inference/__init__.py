@@ -51,6 +51,7 @@ class Engine:
     # Degrees of parbench's own torchrun job (vLLM: one process; it starts its own workers).
     job_parallel: Callable[[Config], ParallelConfig]
     check: Callable[[Config], None] = lambda cfg: None  # engine-specific ConfigError checks
+    joins_process_group: bool = True  # False: the engine sets up torch.distributed itself
 
 
 ENGINES: Registry[Engine] = Registry("inference engine", "workload.engine")
@@ -103,7 +104,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
 
 WORKLOADS.register("inference")(WorkloadSpec(
     schema=InferenceWorkload, run=run, validate=validate, plan=plan, summary_metrics=SUMMARY_METRICS,
-    job_parallel=job_parallel,
+    job_parallel=job_parallel, joins_process_group=lambda cfg: ENGINES.get(cfg.workload.engine).joins_process_group,
 ))
 
 # Importing the engine modules registers them.
