@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from parbench.report.summary import format_runs  # noqa: E402
 from parbench.tracking.store import Store  # noqa: E402
 
 # Runs that differ only in the layout are compared: these params must match.
@@ -157,6 +158,8 @@ def inference_sweep_report(store: Store, parent_id: str, runs: pd.DataFrame, out
         log_scaling(store, table)
         table.to_csv(out_dir / SCALING_CSV, index=False)
         files.append(out_dir / SCALING_CSV)
+        print(format_runs(table.drop(columns=["run_id", "baseline_run_id"]),
+                          title="tp/pp against the matching single-device run (overhead %: + is worse)"))
     files += [p for p in (plot_latency_vs_input(runs, out_dir / "latency_vs_input_len.png"),
                           plot_vs_batch(runs, out_dir / "ttft_tpot_vs_batch.png"),
                           plot_throughput_bars(runs, out_dir / "throughput_by_layout.png")) if p is not None]

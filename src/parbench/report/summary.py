@@ -6,7 +6,8 @@ import pandas as pd
 
 # Shown when present, in this order; the rest of a run lives in MLflow.
 TABLE_METRICS = ("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                 "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "mem_peak_allocated_gb", "loss_final")
+                 "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "mem_peak_allocated_gb", "loss_final",
+                 "ttft_s_p50", "tpot_s_p50", "e2e_s_p50", "output_tokens_per_s", "mbu")
 TABLE_TAGS = ("mlflow.runName", "status_reason")
 
 

@@ -16,7 +16,7 @@ from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
 from parbench.config.schema import Config
-from parbench.metrics.memory import GB, peak_memory_gb
+from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
 from parbench.metrics.timing import device_synchronize
 from parbench.models import build_model, count_params
@@ -111,6 +111,7 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     torch.manual_seed(cfg.seed)  # every layout starts from the same weights
     model: Transformer = build_model(cfg.model, env.device)
     decoder = PipelinedDecoder(shard_model(model, env, dtype), env, dtype)
+    reset_peak_memory(env.device)  # the fp32 build is not part of serving
     cache = KVCache(list(model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
     for i in range(w.warmup + w.repeats):
