@@ -50,7 +50,11 @@ def import_vllm():
 
 
 def check(cfg: Config) -> None:
-    m = cfg.model
+    m, p, hw = cfg.model, cfg.parallel, cfg.hardware
+    if p.tp * p.pp > hw.nodes * hw.gpus_per_node:
+        raise ConfigError(f"workload.engine=vllm with parallel.tp={p.tp} x parallel.pp={p.pp} needs {p.tp * p.pp} "
+                          f"devices and hardware={hw.name} has {hw.nodes * hw.gpus_per_node}: "
+                          "raise hardware.gpus_per_node or lower the degrees")
     if cfg.workload.vllm.model is None and (m.family != "llama" or m.experts or m.qk_norm):
         raise ConfigError(f"workload.engine=vllm exports model={m.name} to Hugging Face format only for dense "
                           "Llama models: set workload.vllm.model=<HF model dir or name>")
