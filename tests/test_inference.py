@@ -70,6 +70,7 @@ def test_op_shares_attribute_ops_to_module_scopes_and_all_reduce(tmp_path):
     assert shares["mlp"] > shares["norm"]
 
 
+@pytest.mark.slow  # three torchrun jobs
 def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     """parallel=dp on 2 CPU 'devices' runs one rank (inference uses tp*pp ranks); tp and pp two.
     Each decodes with the KV cache and again by recomputing the whole sequence every step."""
