@@ -16,7 +16,8 @@ from parbench.parallel.dims import ParallelDims
 from parbench.registry import Registry
 from parbench.workloads import WORKLOADS, WorkloadSpec, all_ones
 from parbench.workloads.dtypes import DTYPES, torch_dtype
-from parbench.workloads.inference.latency import SUMMARY_METRICS, decode_bytes_per_step
+from parbench.metrics.memory import GB
+from parbench.workloads.inference.latency import SUMMARY_METRICS, decode_bytes_per_step, kv_bytes_per_position
 from parbench.workloads.reporting import StepReporter
 
 
@@ -86,12 +87,23 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     ENGINES.get(w.engine).check(cfg)
 
 
+def memory_per_device_gb(cfg: Config) -> dict[str, float]:
+    """Weights and the full KV cache (input_len + output_len positions) per device; tp and pp
+    split both evenly."""
+    w, dtype = cfg.workload, torch_dtype(cfg.workload.dtype)
+    devices = cfg.parallel.tp * cfg.parallel.pp
+    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    kv_cache = kv_bytes_per_position(cfg.model, w.batch_size, dtype) * (w.input_len + w.output_len)
+    return {"weights_per_device_gb": counts.total * dtype.itemsize / devices / GB,
+            "kv_cache_per_device_gb": kv_cache / devices / GB}
+
+
 def plan(cfg: Config, dims: ParallelDims) -> dict:
     w = cfg.workload
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weights, kv_read = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     return {"engine": w.engine, "model_devices": cfg.parallel.tp * cfg.parallel.pp,
-            "weight_bytes_per_step": weights, "kv_bytes_per_step": kv_read}
+            "weight_bytes_per_step": weights, "kv_bytes_per_step": kv_read, **memory_per_device_gb(cfg)}
 
 
 def job_parallel(cfg: Config) -> ParallelConfig:

@@ -75,16 +75,20 @@ def latency_metrics(batches: list[BatchTiming], output_len: int) -> dict[str, fl
     }
 
 
+def kv_bytes_per_position(model: ModelConfig, batch_size: int, dtype: torch.dtype) -> int:
+    """K and V of one position for every sequence of the batch, over all layers and devices."""
+    head_dim = model.head_dim or model.hidden // model.heads
+    return 2 * model.layers * model.kv_heads * head_dim * dtype.itemsize * batch_size
+
+
 def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, dtype: torch.dtype) -> tuple[float, float]:
     """Bytes one decode step must read from memory, over all devices: every weight that multiplies
     activations (the input embedding only reads a row per token, so it is left out) and the KV
     cache of the whole batch at the mean context length of the decode steps."""
     weight_bytes = counts.matmul_active * dtype.itemsize
-    head_dim = model.head_dim or model.hidden // model.heads
-    kv_per_position = 2 * model.layers * model.kv_heads * head_dim * dtype.itemsize * w.batch_size
     # Decode step i (1..output_len-1) attends over input_len + i positions.
     mean_context = w.input_len + w.output_len / 2
-    return float(weight_bytes), float(kv_per_position * mean_context)
+    return float(weight_bytes), float(kv_bytes_per_position(model, w.batch_size, dtype) * mean_context)
 
 
 def mbu_metrics(weight_bytes: float, kv_bytes: float, tpot_s: float | None, devices: int,

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
+from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
@@ -25,7 +26,7 @@ from parbench.models.llama import Attention, FeedForward, Transformer
 from parbench.models.moe import MoE
 from parbench.parallel import DistEnv
 from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference import ENGINES, Engine, model_parallel_only
+from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, shard_model
@@ -174,4 +175,17 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
 
 
-ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only))
+def check_fits(cfg: Config) -> None:
+    """Weights and KV cache alone must fit the device memory (activations come on top)."""
+    hw = cfg.hardware
+    if not hw.memory_gb:
+        return
+    memory = memory_per_device_gb(cfg)
+    weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
+    if weights + kv_cache > hw.memory_gb:
+        raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
+                          f"hardware.memory_gb="
+                          f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
+
+
+ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_fits))
