@@ -10,13 +10,13 @@ from typing import Callable, Optional
 
 from parbench.config import ConfigError
 from parbench.config.schema import Config, ParallelConfig
+from parbench.metrics.memory import GB
 from parbench.models import build_model, count_params
 from parbench.parallel import DistEnv
 from parbench.parallel.dims import ParallelDims
 from parbench.registry import Registry
-from parbench.workloads import WORKLOADS, WorkloadSpec, all_ones
+from parbench.workloads import WORKLOADS, WorkloadSpec
 from parbench.workloads.dtypes import DTYPES, torch_dtype
-from parbench.metrics.memory import GB
 from parbench.workloads.inference.latency import SUMMARY_METRICS, decode_bytes_per_step, kv_bytes_per_position
 from parbench.workloads.reporting import StepReporter
 
@@ -122,4 +122,3 @@ WORKLOADS.register("inference")(WorkloadSpec(
 # Importing the engine modules registers them.
 from parbench.workloads.inference import native, vllm_engine  # noqa: E402,F401
 
-__all__ = ["ENGINES", "Engine", "InferenceWorkload", "all_ones", "model_parallel_only"]
