@@ -101,6 +101,8 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)
     assert proc.returncode == 2 and "workload.vllm.model" in proc.stderr
+    proc = cli.run("workload=inference", "workload.engine=vllm", "parallel=pp", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "workload.vllm.enforce_eager=false" in proc.stderr
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):

