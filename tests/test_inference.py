@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
+from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
@@ -106,11 +107,22 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):
-    from parbench.workloads.inference.vllm_engine import import_vllm
+    from parbench.config import ConfigError, resolve
+    from parbench.config.hardware import resolve_hardware
+    from parbench.paths import CONF_DIR
+    from parbench.workloads.inference.vllm_engine import check, import_vllm
 
-    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm now raises ImportError
+    cfg = resolve.to_typed({"hardware": {"name": "cpu", "device_type": "cpu", "backend": "gloo"},
+                            "model": OmegaConf.load(CONF_DIR / "model" / "tiny.yaml"), "parallel": {"name": "dp"},
+                            "workload": {"name": "inference", "engine": "vllm", "dtype": "fp32"}})
+    cfg.hardware = resolve_hardware(cfg.hardware, [])
+    if vllm_available():
+        check(cfg)  # passes where vLLM is installed
+    monkeypatch.setitem(sys.modules, "vllm", None)  # now `import vllm` fails and find_spec finds nothing
+    with pytest.raises(ConfigError, match=r"pip install 'parbench\[vllm\]'"):
+        check(cfg)  # the orchestrator rejects the job before launching
     with pytest.raises(RuntimeError, match=r"pip install 'parbench\[vllm\]'"):
-        import_vllm()
+        import_vllm()  # a worker where vLLM is missing
 
 
 def sweep_frame() -> pd.DataFrame:

@@ -7,6 +7,7 @@ the offline API gives no per-token times, so ITL is not reported (TPOT is)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -40,17 +41,23 @@ HF_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "outpu
             "ffn_norm": "post_attention_layernorm"}
 
 
+def missing_vllm_message(detail: str = "") -> str:
+    return (f"workload.engine=vllm needs vLLM, which is not installed here{detail}: {INSTALL_HINT}; "
+            "or use workload.engine=native")
+
+
 def import_vllm():
     try:
         import vllm
     except ImportError as e:
-        raise RuntimeError(f"workload.engine=vllm needs vLLM, which is not installed here ({e}): "
-                           f"{INSTALL_HINT}; or use workload.engine=native") from None
+        raise RuntimeError(missing_vllm_message(f" ({e})")) from None
     return vllm
 
 
 def check(cfg: Config) -> None:
     m, p, hw = cfg.model, cfg.parallel, cfg.hardware
+    if importlib.util.find_spec("vllm") is None:  # before launching anything
+        raise ConfigError(missing_vllm_message())
     if p.tp * p.pp > hw.nodes * hw.gpus_per_node:
         raise ConfigError(f"workload.engine=vllm with parallel.tp={p.tp} x parallel.pp={p.pp} needs {p.tp * p.pp} "
                           f"devices and hardware={hw.name} has {hw.nodes * hw.gpus_per_node}: "
