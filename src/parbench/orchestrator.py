@@ -24,7 +24,7 @@ from parbench.report.summary import metrics_table
 from parbench.tracking.job import LOG_FILE, JobRun
 from parbench.tracking.store import Store
 from parbench.tracking.sweep import parent_run_id
-from parbench.workloads import WORKLOADS
+from parbench.workloads import WORKLOADS, job_layout
 from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
 
@@ -89,7 +89,9 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
-    outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir), worker_env(cfg), ctx.job_dir / log_name,
+    nproc = job_layout(cfg)[1] // cfg.hardware.nodes
+    outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
+                           ctx.job_dir / log_name,
                            cfg.launch.timeout_s, cfg.launch.log_tail_lines)
     if run is None:
         return {}

@@ -10,23 +10,27 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from parbench.config import resolve
-from parbench.parallel import init_distributed
-from parbench.workloads import WORKLOADS, VerificationError
+from parbench.parallel import init_distributed, single_process_env
+from parbench.workloads import WORKLOADS, VerificationError, job_layout
 from parbench.workloads.reporting import StepReporter, device_tags, write_results
 
 
 @record  # torchrun then reports the first failing rank's exception as the root cause
 def main(job_dir: Path) -> None:
     cfg = resolve.load(job_dir / resolve.RESOLVED_FILE)
-    env = init_distributed(cfg, timeout_s=cfg.launch.timeout_s)
-    results = WORKLOADS.get(cfg.workload.name).run(cfg, env, StepReporter(job_dir, env.is_main))
+    spec = WORKLOADS.get(cfg.workload.name)
+    joins = spec.joins_process_group(cfg)
+    env = (init_distributed(cfg, timeout_s=cfg.launch.timeout_s, parallel=job_layout(cfg)[0]) if joins
+           else single_process_env(cfg))
+    results = spec.run(cfg, env, StepReporter(job_dir, env.is_main))
     failure = results.pop("failure", None)  # measured, then found wrong: record, then fail the run
     if env.is_main:
         results["tags"] = {**results.get("tags", {}), **device_tags(env.device, env.world_size)}
         write_results(job_dir, results)
-    # Without this barrier gloo aborts about one run in 14 when a rank tears down early.
-    dist.barrier()
-    dist.destroy_process_group()
+    if joins:
+        # Without this barrier gloo aborts about one run in 14 when a rank tears down early.
+        dist.barrier()
+        dist.destroy_process_group()
     if failure:
         raise VerificationError(failure)
 

@@ -10,14 +10,14 @@ from parbench.models import MODEL_FAMILIES
 from parbench.parallel.cp import CP_ROTATE_METHODS
 from parbench.parallel.dims import ParallelDims
 from parbench.parallel.pp import MULTI_STAGE_SCHEDULES, SCHEDULES
-from parbench.workloads import WORKLOADS
+from parbench.workloads import WORKLOADS, job_layout
 
 
 def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
     """Validate the whole config; `gpus` are the local GPUs when launching here (None: planning only)."""
     validate_model(cfg.model)
     validate_hardware(cfg.hardware, gpus)
-    dims = ParallelDims.from_config(cfg.parallel, cfg.hardware.nodes * cfg.hardware.gpus_per_node)
+    dims = ParallelDims.from_config(*job_layout(cfg))
     validate_layout(cfg, dims)
     validate_measurement(cfg)
     WORKLOADS.get(cfg.workload.name).validate(cfg, dims)

@@ -29,8 +29,8 @@ class LaunchOutcome:
     log_tail: str
 
 
-def torchrun_command(cfg: Config, node: NodeInfo, job_dir: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={cfg.hardware.gpus_per_node}",
+def torchrun_command(cfg: Config, node: NodeInfo, job_dir: Path, nproc_per_node: int) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}",
            "--max-restarts=0"]
     if node.count == 1:
         cmd.append("--standalone")  # a free port on localhost: concurrent jobs do not collide
@@ -40,11 +40,11 @@ def torchrun_command(cfg: Config, node: NodeInfo, job_dir: Path) -> list[str]:
     return cmd + ["-m", "parbench.worker", str(job_dir)]
 
 
-def worker_env(cfg: Config) -> dict[str, str]:
+def worker_env(cfg: Config, nproc_per_node: int) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.hardware.device_type == "cpu":
         # torchrun would set 1 thread per rank; share the cores out instead.
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // cfg.hardware.gpus_per_node))
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc_per_node))
     env.update({k: str(v) for k, v in cfg.launch.env.items()})
     return env
 

@@ -20,6 +20,12 @@ def peak_memory_gb(device: torch.device) -> dict[str, float]:
     return {"mem_peak_allocated_gb": rss, "mem_peak_reserved_gb": rss}
 
 
+def reset_peak_memory(device: torch.device) -> None:
+    """Start the CUDA peak counters afresh (e.g. after a one-off full-precision model build)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def estimate_train_memory_gb(model: ModelConfig, counts: ParamCounts, dims, batch: int, seq_len: int,
                              dtype_bytes: int, activation_checkpointing: str) -> dict[str, float]:
     """Per-device estimate: fp32 params+grads+AdamW (16 B/param) split by tp*pp and sharded by fsdp,

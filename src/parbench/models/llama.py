@@ -10,6 +10,7 @@ from torch import nn
 
 from parbench.config.schema import ModelConfig
 from parbench.models import MODEL_FAMILIES
+from parbench.models.kv_cache import KVCache, LayerKVCache, cached_causal_attention
 from parbench.models.moe import MoE
 
 INIT_STD = 0.02
@@ -50,7 +51,8 @@ class Attention(nn.Module):
         # Swappable core (context parallel replaces it with a ring / all-gather form).
         self.attention_fn = causal_attention
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                cache: LayerKVCache | None = None) -> torch.Tensor:
         b, s, _ = x.shape
         # -1 heads: under tensor parallelism each rank holds a slice of the heads.
         q = self.wq(x).view(b, s, -1, self.head_dim)
@@ -60,7 +62,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
             q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        out = self.attention_fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if cache is None:
+            out = self.attention_fn(q, k, v)
+        else:  # decoding: attend over every cached position, this call's included
+            out = cached_causal_attention(q, *cache.update(k, v))
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
@@ -85,8 +91,9 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
         self.feed_forward = MoE(cfg) if cfg.experts else FeedForward(cfg.hidden, cfg.ffn)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), rope)
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                cache: LayerKVCache | None = None) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), rope, cache)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -125,14 +132,18 @@ class Transformer(nn.Module):
             elif isinstance(module, MoE):
                 module.init_weights(INIT_STD)
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """`positions` of the tokens held (context parallel holds chunks of the sequence); default 0..seq-1."""
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """Logits (or a pipeline stage's hidden states). `positions` of the tokens held (context
+        parallel holds chunks of the sequence); with a cache, `tokens` continue the cached sequence
+        from position cache.length."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
+        start = cache.length if cache is not None else 0
         # tokens, not h: under sequence parallel h holds only this rank's part of the sequence.
-        held = slice(tokens.shape[1]) if positions is None else positions
+        held = slice(start, start + tokens.shape[1]) if positions is None else positions
         rope = (self.rope_cos[held], self.rope_sin[held])
-        for layer in self.layers.values():
-            h = layer(h, rope)
+        for name, layer in self.layers.items():
+            h = layer(h, rope, cache.layer(name) if cache is not None else None)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h
 

@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from parbench.config.schema import Config
+from parbench.config.schema import Config, ParallelConfig
 from parbench.parallel.dims import MESH_DIMS, ParallelDims
 from parbench.registry import Registry
 
@@ -28,7 +28,7 @@ class DistEnv:
     world_size: int
     device: torch.device
     dims: ParallelDims
-    mesh: DeviceMesh
+    mesh: DeviceMesh | None  # None: a single process without a process group
 
     @property
     def is_main(self) -> bool:
@@ -50,8 +50,9 @@ class DistEnv:
         return self.mesh["dp"].get_local_rank() * self.dims.fsdp + self.mesh["fsdp"].get_local_rank()
 
 
-def init_distributed(cfg: Config, timeout_s: float) -> DistEnv:
-    """Join the process group torchrun set up and build the mesh (dims pp, dp, fsdp, cp, tp)."""
+def init_distributed(cfg: Config, timeout_s: float, parallel: ParallelConfig | None = None) -> DistEnv:
+    """Join the process group torchrun set up and build the mesh (dims pp, dp, fsdp, cp, tp) of
+    `parallel` (default cfg.parallel)."""
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     if cfg.hardware.device_type == "cuda":
@@ -61,9 +62,16 @@ def init_distributed(cfg: Config, timeout_s: float) -> DistEnv:
         device = torch.device("cpu")
     dist.init_process_group(cfg.hardware.backend, timeout=timedelta(seconds=timeout_s),
                             device_id=device if device.type == "cuda" else None)
-    dims = ParallelDims.from_config(cfg.parallel, world_size)
+    dims = ParallelDims.from_config(parallel or cfg.parallel, world_size)
     mesh = init_device_mesh(device.type, dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
     return DistEnv(rank, local_rank, world_size, device, dims, mesh)
+
+
+def single_process_env(cfg: Config) -> DistEnv:
+    """This process alone, joining no process group: for an engine that runs its own (vLLM)."""
+    device = torch.device("cuda", 0) if cfg.hardware.device_type == "cuda" else torch.device("cpu")
+    dims = ParallelDims(pp=1, dp=1, fsdp=1, cp=1, tp=1, ep=1)
+    return DistEnv(0, 0, 1, device, dims, None)
 
 
 @dataclass

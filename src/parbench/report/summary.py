@@ -9,8 +9,9 @@ import pandas as pd
 # Shown when present, in this order; the rest of a run lives in MLflow.
 TABLE_METRICS = ("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
                  "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "bubble_pct",
-                 "bubble_pct_theory", "mem_peak_allocated_gb", "loss_final", "matmul_tflops", "matmul_peak_fraction",
-                 "busbw_gbps_avg", "wrong_elements", "membw_gbps", "p2p_gbps_mean")
+                 "bubble_pct_theory", "mem_peak_allocated_gb", "loss_final", "ttft_s_p50", "tpot_s_p50", "e2e_s_p50",
+                 "output_tokens_per_s", "mbu", "matmul_tflops", "matmul_peak_fraction", "busbw_gbps_avg",
+                 "wrong_elements", "membw_gbps", "p2p_gbps_mean")
 TABLE_TAGS = ("mlflow.runName", "status_reason")
 
 

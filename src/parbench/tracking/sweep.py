@@ -9,10 +9,14 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from parbench.report.inference import inference_sweep_report
 from parbench.report.summary import format_runs, sweep_table
 from parbench.tracking.store import Store
 
 PARENT_FILE = "mlflow_parent_run.json"
+# Cross-run reports made at a sweep's end: (store, parent run id, child runs, sweep dir) -> files
+# written (and logged on the parent run); each returns nothing when the sweep is not its kind.
+SWEEP_REPORTS = (inference_sweep_report,)
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:
@@ -36,11 +40,14 @@ class MlflowSweepCallback(Callback):
         if run_id is None:
             return
         store = Store(config.tracking.uri, config.tracking.experiment)
-        table = sweep_table(store.child_runs(run_id))
+        children = store.child_runs(run_id)
+        table = sweep_table(children)
         csv = sweep_dir / "summary.csv"
         table.to_csv(csv, index=False)
         store.log_artifacts(run_id, [csv])
+        reports = [path for report in SWEEP_REPORTS for path in report(store, run_id, children, sweep_dir)]
         store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
         print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
+        print("".join(f"Report: {path}\n" for path in reports), end="")
         print(f"Summary CSV: {csv}\nCompare in MLflow: mlflow ui --backend-store-uri {store.uri}  "
               f"(parent run {run_id})")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
+from parbench.config.schema import Config, ParallelConfig
 from parbench.registry import Registry
 
 
@@ -20,6 +21,12 @@ class WorkloadSpec:
     plan: Callable[..., dict] = lambda cfg, dims: {}  # figures for dry_run
     summary_metrics: tuple[str, ...] = ()  # rows of the end-of-run table; `*` matches one name segment
     uses_model: bool = True  # False: microbenchmarks, which ignore model (the plan leaves it out)
+    # The degrees parbench's own torchrun job spans, when not cfg.parallel over every device:
+    # all explicit, their product is the number of ranks launched (see job_layout).
+    job_parallel: Callable[[Config], ParallelConfig] | None = None
+    # False: the workload's engine manages torch.distributed itself (vLLM): the worker runs it in
+    # a single process that joins no process group.
+    joins_process_group: Callable[[Config], bool] = lambda cfg: True
 
 
 class VerificationError(RuntimeError):
@@ -43,5 +50,26 @@ def parse_workload(raw: dict) -> Any:
         raise ConfigError(f"workload={raw['name']}: {e}".splitlines()[0]) from None
 
 
+def job_layout(cfg: Config) -> tuple[ParallelConfig, int]:
+    """The parallel degrees of the torchrun job and its world size: cfg.parallel over every device
+    of the hardware, unless the workload sets its own (inference: tp*pp ranks; vLLM: one process)."""
+    spec = WORKLOADS.get(cfg.workload.name)
+    devices = cfg.hardware.nodes * cfg.hardware.gpus_per_node
+    if spec.job_parallel is None:
+        return cfg.parallel, devices
+    parallel = spec.job_parallel(cfg)
+    world = parallel.pp * parallel.dp * parallel.fsdp * parallel.cp * parallel.tp
+    if world > devices or world % cfg.hardware.nodes:
+        raise ConfigError(f"workload={cfg.workload.name} needs {world} ranks and the hardware has {devices} "
+                          f"device(s) on {cfg.hardware.nodes} node(s): raise hardware.gpus_per_node, "
+                          "or lower the parallel degrees")
+    return parallel, world
+
+
+def all_ones(parallel: ParallelConfig) -> ParallelConfig:
+    """The same config with every degree 1: a single-process job."""
+    return replace(parallel, dp=1, fsdp=1, tp=1, pp=1, cp=1, ep=1, sp=False)
+
+
 # Importing the workload modules registers them.
-from parbench.workloads import microbench, train  # noqa: E402,F401
+from parbench.workloads import inference, microbench, train  # noqa: E402,F401

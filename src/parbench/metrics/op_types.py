@@ -1,0 +1,104 @@
+"""Op-type shares of one phase (e.g. prefill, decode) from a torch.profiler run.
+
+Modules are labelled with record_function scopes (`parbench.<category>`) while profiling; each
+profiled op's self time (device time on GPU, CPU time otherwise) goes to its nearest enclosing
+scope, except communication ops, which count as their collective (all_reduce, all_gather, p2p,
+broadcast...) wherever they run. A functional collective's wait counts as the collective it
+waits for (the last one issued before it). Only the model's thread counts: a backend's threads
+(gloo's) work while it waits."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+from torch import nn
+from torch.autograd.profiler import record_function
+
+SCOPE_PREFIX = "parbench."
+COMM_MARKERS = ("c10d", "gloo", "nccl")
+# Substring of a communication op's name -> its category; the first match wins.
+COLLECTIVES = (("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_gather", "all_gather"),
+               ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"), ("all_to_all", "all_to_all"),
+               ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("send", "p2p"), ("recv", "p2p"),
+               ("barrier", "barrier"))
+AFTER_COLLECTIVE = ""  # a wait or a helper op (tensor wrapping) of the last collective issued
+
+
+def scope_name(category: str) -> str:
+    return SCOPE_PREFIX + category
+
+
+@contextmanager
+def module_scopes(categories: dict[nn.Module, str]) -> Iterator[None]:
+    """Wrap each module's forward in a record_function scope named after its category."""
+    handles, open_scopes = [], {}
+
+    def enter(module: nn.Module, _args) -> None:
+        scope = record_function(scope_name(categories[module]))
+        scope.__enter__()
+        open_scopes.setdefault(id(module), []).append(scope)
+
+    def leave(module: nn.Module, _args, _output) -> None:
+        open_scopes[id(module)].pop().__exit__(None, None, None)
+
+    for module in categories:
+        handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def comm_category(name: str) -> str | None:
+    """The collective a communication op performs; None for a compute op; AFTER_COLLECTIVE for a
+    wait or helper that belongs to the collective issued before it."""
+    lowered = name.lower()
+    if not any(marker in lowered for marker in COMM_MARKERS):
+        return None
+    return next((category for marker, category in COLLECTIVES if marker in lowered), AFTER_COLLECTIVE)
+
+
+def enclosing_scope(event) -> str:
+    """Category of the nearest `parbench.*` scope around an event (the event itself included)."""
+    while event is not None:
+        if event.name.startswith(SCOPE_PREFIX):
+            return event.name[len(SCOPE_PREFIX):]
+        event = event.cpu_parent
+    return "other"
+
+
+def self_time_us(event, on_device: bool) -> float:
+    return event.self_device_time_total if on_device else event.self_cpu_time_total
+
+
+def model_thread_events(events: list) -> list:
+    """Events of the thread that ran the model (its scopes): a backend's own threads (gloo's)
+    work while the model thread waits, and counting both would count that time twice."""
+    threads = {e.thread for e in events if e.name.startswith(SCOPE_PREFIX)}
+    return [e for e in events if e.thread in threads] if threads else events
+
+
+def op_time_by_category(prof: torch.profiler.profile, on_device: bool) -> dict[str, float]:
+    """Microseconds of self time per category over the model thread's events of the profiled region."""
+    totals: dict[str, float] = defaultdict(float)
+    last_collective = "other_comm"
+    for event in sorted(model_thread_events(list(prof.events())), key=lambda e: e.time_range.start):
+        comm = comm_category(event.name)
+        if comm == AFTER_COLLECTIVE:
+            category = last_collective
+        elif comm is not None:
+            category = last_collective = comm
+        else:
+            category = enclosing_scope(event)
+        totals[category] += self_time_us(event, on_device)
+    return dict(totals)
+
+
+def shares_pct(times: dict[str, float]) -> dict[str, float]:
+    """Each category's percentage of the total (categories with no time left out)."""
+    total = sum(times.values())
+    return {k: 100 * v / total for k, v in sorted(times.items(), key=lambda kv: -kv[1]) if v > 0} if total else {}

@@ -1,0 +1,81 @@
+"""Key/value cache for autoregressive decoding: one preallocated buffer pair per attention layer.
+
+Buffers are allocated on the first write, from the shapes the layer produces, so a layer under
+tensor parallelism caches only its own heads and a pipeline stage only its own layers."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
+
+
+class LayerKVCache:
+    """K and V of one layer, [batch, kv_heads, max_len, head_dim], filled up to `length`."""
+
+    def __init__(self, max_len: int):
+        self.max_len = max_len
+        self.length = 0
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append k/v [batch, kv_heads, new, head_dim]; return every cached position so far."""
+        new = k.shape[2]
+        end = self.length + new
+        if end > self.max_len:
+            raise ValueError(f"KV cache holds {self.max_len} positions and {end} were written: "
+                             "raise the cache length (input_len + output_len)")
+        if self.k is None:
+            shape = (k.shape[0], k.shape[1], self.max_len, k.shape[3])
+            self.k = torch.empty(shape, dtype=k.dtype, device=k.device)
+            self.v = torch.empty(shape, dtype=v.dtype, device=v.device)
+        self.k[:, :, self.length:end] = k
+        self.v[:, :, self.length:end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def nbytes(self) -> int:
+        return 0 if self.k is None else self.k.nbytes + self.v.nbytes
+
+
+class KVCache:
+    """The caches of the layers one model (or pipeline stage) holds, keyed by layer name."""
+
+    def __init__(self, layer_names: list[str], max_len: int):
+        self.layers = {name: LayerKVCache(max_len) for name in layer_names}
+
+    def layer(self, name: str) -> LayerKVCache:
+        return self.layers[name]
+
+    @property
+    def length(self) -> int:
+        """Positions already cached (the same in every layer)."""
+        return next(iter(self.layers.values())).length if self.layers else 0
+
+    def reset(self) -> None:
+        """Start a new sequence; the buffers are kept for reuse."""
+        for cache in self.layers.values():
+            cache.length = 0
+
+    def nbytes(self) -> int:
+        """Bytes allocated for the whole cache (max_len positions)."""
+        return sum(cache.nbytes() for cache in self.layers.values())
+
+    def bytes_per_position(self) -> int:
+        """Bytes of K and V for one position of every sequence in the batch, over all layers."""
+        return sum(c.nbytes() // c.max_len for c in self.layers.values() if c.k is not None)
+
+
+def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Attention of the newest q positions over all cached keys: causal aligned to the end
+    (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries)."""
+    n_rep = q.shape[1] // k.shape[1]
+    if n_rep > 1:
+        k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
+    q_len, k_len = q.shape[2], k.shape[2]
+    if q_len == k_len:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if q_len == 1:  # one new token sees every cached position
+        return F.scaled_dot_product_attention(q, k, v)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q_len, k_len))

@@ -1,0 +1,103 @@
+"""Request latencies with vLLM's definitions, throughput, and decode memory-bandwidth use (MBU).
+
+    TTFT  = first token time - request start           (prefill + first sampling)
+    TPOT  = (E2E - TTFT) / (output_len - 1)            (per request)
+    ITL   = time between consecutive output tokens     (every gap of every request)
+    E2E   = last token time - request start
+    output_tokens_per_s = output tokens of all measured requests / their total time
+    requests_per_s      = measured requests / their total time
+    MBU   = (weight bytes + KV bytes read per decode step) / TPOT / (peak HBM bandwidth x devices)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from parbench.config.schema import ModelConfig
+from parbench.metrics.timing import percentile
+from parbench.models import ParamCounts
+
+LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
+                   "output_tokens_per_s", "requests_per_s", "mbu", "mem_weights_gb", "mem_kv_cache_gb")
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """One request's latencies; `itls` only when the engine reports every token's time."""
+
+    ttft: float
+    e2e: float
+    output_tokens: int
+    itls: tuple[float, ...] = ()
+
+    @classmethod
+    def from_token_times(cls, times: list[float]) -> "RequestTiming":
+        """From the seconds between the request's start and each of its output tokens."""
+        return cls(times[0], times[-1], len(times), tuple(b - a for a, b in zip(times, times[1:])))
+
+    @property
+    def tpot(self) -> float | None:
+        n = self.output_tokens
+        return (self.e2e - self.ttft) / (n - 1) if n > 1 else None
+
+
+def distribution(values: list[float], name: str) -> dict[str, float]:
+    """`name` (median), name_p50/p90/p99 and name_mean, as vLLM's benchmark reports them."""
+    if not values:
+        return {}
+    stats = {f"{name}_p{q}": percentile(values, q) for q in (50, 90, 99)}
+    return {name: stats[f"{name}_p50"], **stats, f"{name}_mean": sum(values) / len(values)}
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """One measured batch: its requests and the wall time from submitting them to the last token."""
+
+    requests: list[RequestTiming]
+    wall_s: float
+
+
+def latency_metrics(batches: list[BatchTiming], output_len: int) -> dict[str, float]:
+    """Distributions over requests (ITL over every token gap); throughput over the batches' time."""
+    requests = [r for b in batches for r in b.requests]
+    total_time = sum(b.wall_s for b in batches)
+    return {
+        **distribution([r.ttft for r in requests], "ttft_s"),
+        **distribution([r.tpot for r in requests if r.tpot is not None], "tpot_s"),
+        **distribution([gap for r in requests for gap in r.itls], "itl_s"),
+        **distribution([r.e2e for r in requests], "e2e_s"),
+        "requests_per_s": len(requests) / total_time,
+        "output_tokens_per_s": len(requests) * output_len / total_time,
+        "requests_measured": float(len(requests)),
+    }
+
+
+def kv_bytes_per_position(model: ModelConfig, batch_size: int, dtype: torch.dtype) -> int:
+    """K and V of one position for every sequence of the batch, over all layers and devices."""
+    head_dim = model.head_dim or model.hidden // model.heads
+    return 2 * model.layers * model.kv_heads * head_dim * dtype.itemsize * batch_size
+
+
+def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, dtype: torch.dtype) -> tuple[float, float]:
+    """Bytes one decode step must read from memory, over all devices: every weight that multiplies
+    activations (the input embedding only reads a row per token, so it is left out) and the KV
+    cache of the whole batch at the mean context length of the decode steps."""
+    weight_bytes = counts.matmul_active * dtype.itemsize
+    # Decode step i (1..output_len-1) attends over input_len + i positions.
+    mean_context = w.input_len + w.output_len / 2
+    return float(weight_bytes), float(kv_bytes_per_position(model, w.batch_size, dtype) * mean_context)
+
+
+def mbu_metrics(weight_bytes: float, kv_bytes: float, tpot_s: float | None, devices: int,
+                hbm_bandwidth_gbps: float | None) -> tuple[dict[str, float], dict[str, str]]:
+    """Achieved decode bandwidth and MBU; MBU is n/a (a tag, no metric) without a peak bandwidth."""
+    if not tpot_s:
+        return {}, {"mbu": "n/a (output_len 1 has no decode step)"}
+    achieved = (weight_bytes + kv_bytes) / tpot_s / 1e9
+    metrics = {"decode_bytes_per_step": weight_bytes + kv_bytes, "decode_bandwidth_gbps": achieved}
+    if not hbm_bandwidth_gbps:
+        return metrics, {"mbu": "n/a (hardware.hbm_bandwidth_gbps is not set for this hardware)"}
+    return {**metrics, "mbu": achieved / (hbm_bandwidth_gbps * devices)}, {}

