@@ -41,6 +41,22 @@ case $SUITE in
     sweep input_len "${INF[@]}" workload.input_len=128,1024,8192 workload.batch_size=1 "$@"
     sweep batch "${INF[@]}" workload.input_len=1024 workload.batch_size=8,32 "$@"
     ;;
+  correctness)  # 2 GPUs, fp32, tiny model: NCCL layouts reproduce the 1-GPU losses step by step
+    CHECK=(model=tiny model.tie_embeddings=false workload.dtype=fp32 workload.lr=0.02 workload.warmup_steps=1
+           workload.steps=4 workload.batch_size=4)
+    sweep reference "${CHECK[@]}" hardware.gpus_per_node=1 parallel=dp
+    sweep layouts "${CHECK[@]}" parallel=dp,fsdp,tp,sp,cp,pp
+    python - "$W" <<'PY' | tee "$W/correctness.txt"
+import json, sys
+from pathlib import Path
+losses = lambda d: [json.loads(l)["loss"] for l in (d / "steps.jsonl").read_text().splitlines()]
+root = Path(sys.argv[1]); ref = losses(root / "reference" / "0")
+for job in sorted((root / "layouts").glob("[0-9]*"), key=lambda p: int(p.name)):
+    name = (job / ".hydra" / "overrides.yaml").read_text().split("parallel=")[1].split()[0]
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses(job), ref))
+    print(f"{name:6s} max relative loss difference vs 1 GPU over {len(ref)} steps: {worst:.2e}")
+PY
+    ;;
   micro)  # 2 GPUs: collectives, p2p, membw, matmul, tp_linear beside bare torch references
     bash benchmarks/microbench_gpu.sh "$W/results" 2>&1 | tee "$W/micro.log" | tail -20
     ;;
