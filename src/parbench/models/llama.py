@@ -93,7 +93,7 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                 cache: LayerKVCache | None = None) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), rope, cache)
+        h = x + self.attention(self.attention_norm(x), rope, cache=cache)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -143,7 +143,7 @@ class Transformer(nn.Module):
         held = slice(start, start + tokens.shape[1]) if positions is None else positions
         rope = (self.rope_cos[held], self.rope_sin[held])
         for name, layer in self.layers.items():
-            h = layer(h, rope, cache.layer(name) if cache is not None else None)
+            h = layer(h, rope, cache=cache.layer(name) if cache is not None else None)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h
 

@@ -29,6 +29,8 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty or "params.workload.name" not in runs:
         return runs.iloc[0:0]
     done = runs[(runs["params.workload.name"] == "inference") & (runs["status"] == "FINISHED")].copy()
+    if done.empty:  # e.g. a training sweep: its runs lack the inference params
+        return done
     done["tp"] = done["params.parallel.tp"].astype(int)
     done["pp"] = done["params.parallel.pp"].astype(int)
     done["devices"] = done["tp"] * done["pp"]

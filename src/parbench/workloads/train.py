@@ -160,14 +160,14 @@ def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
     return pmodel
 
 
-def build_optimizer(w: TrainWorkload, pmodel: ParallelModel, device: torch.device) -> torch.optim.Optimizer:
+def build_optimizer(w: TrainWorkload, pmodel: ParallelModel) -> torch.optim.Optimizer:
     if w.optimizer == "sgd":
         return torch.optim.SGD(pmodel.parameters(), lr=w.lr)
     # Fused AdamW cannot mix DTensor and plain parameters in one call (tp leaves norms plain):
     # one param group per kind, which step() updates separately.
     params = list(pmodel.parameters())
     groups = [{"params": [p for p in params if isinstance(p, DTensor) == is_dtensor]} for is_dtensor in (True, False)]
-    return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=device.type == "cuda")
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=True)
 
 
 def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
@@ -184,7 +184,7 @@ def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     pmodel = build_parallel_model(cfg, env)
-    optimizer = build_optimizer(w, pmodel, env.device)
+    optimizer = build_optimizer(w, pmodel)
     dtype = torch_dtype(w.dtype)
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())

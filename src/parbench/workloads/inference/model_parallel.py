@@ -86,11 +86,11 @@ class PipelinedDecoder:
         """tokens [batch, seq] (the same on every rank) -> next tokens [batch] on every rank."""
         batch, seq = tokens.shape
         if self.stage == 0:
-            h = self.model(tokens, cache)
+            h = self.model(tokens, cache=cache)
         else:
             received = torch.empty(batch, seq, self.hidden, dtype=self.dtype, device=tokens.device)
             dist.recv(received, src=self.ranks[self.stage - 1], group=self.group)
-            h = self.model(received, cache)
+            h = self.model(received, cache=cache)
         if self.stage < self.stages - 1:
             dist.send(h.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
             next_tokens = torch.empty(batch, dtype=torch.long, device=tokens.device)
