@@ -101,7 +101,7 @@ class DebugConfig:
 @dataclass
 class ProfileConfig:
     """torch.profiler over a window of measured steps: one Kineto trace per rank, analysed into
-    comm_pct, exposed_comm_pct, per-op/per-layer tables and plots (see docs/measurement.md)."""
+    comm_pct, exposed_comm_pct, per-op/per-layer tables and plots (see README: Measurement)."""
 
     enabled: bool = False
     wait: int = 0  # measured steps before the profiler starts
