@@ -34,12 +34,12 @@ def test_cached_forward_matches_full_forward_in_chunks():
     cache = KVCache(list(model.layers.keys()), max_len=12)
     with torch.inference_mode():
         full = model(tokens)
-        pieces = [model(tokens[:, :5], cache), model(tokens[:, 5:8], cache)]
-        pieces += [model(tokens[:, i:i + 1], cache) for i in range(8, 12)]
+        pieces = [model(tokens[:, :5], cache=cache), model(tokens[:, 5:8], cache=cache)]
+        pieces += [model(tokens[:, i:i + 1], cache=cache) for i in range(8, 12)]
     assert cache.length == 12
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="raise the cache length"):
-        model(tokens[:, :1], cache)
+        model(tokens[:, :1], cache=cache)
 
 
 def test_latency_metrics_follow_vllm_definitions():

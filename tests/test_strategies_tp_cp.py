@@ -141,5 +141,5 @@ def _cp_attention_rank(rank: int, world: int, port: int) -> None:
 
 
 def test_cp_attention_matches_causal_sdpa_forward_and_backward():
-    # fork: the children reuse this process's imports (spawn would re-import torch in each).
-    mp.start_processes(_cp_attention_rank, args=(2, _free_port()), nprocs=2, start_method="fork")
+    # spawn, not fork: forking a process whose torch already runs OpenMP threads can deadlock.
+    mp.start_processes(_cp_attention_rank, args=(2, _free_port()), nprocs=2, start_method="spawn")
