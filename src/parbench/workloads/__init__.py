@@ -11,6 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 from parbench.config import ConfigError
 from parbench.config.schema import Config, ParallelConfig
 from parbench.registry import Registry
+from parbench.workloads.dtypes import DTYPES
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,18 @@ class VerificationError(RuntimeError):
 
 
 WORKLOADS: Registry[WorkloadSpec] = Registry("workload", "workload")
+
+
+def check_fields(w: Any, positive: tuple[str, ...], non_negative: tuple[str, ...] = ()) -> None:
+    """Refuse workload sizes and a dtype that cannot work, naming the setting to change."""
+    for name in positive:
+        if getattr(w, name) <= 0:
+            raise ConfigError(f"workload.{name}={getattr(w, name)} must be positive")
+    for name in non_negative:
+        if getattr(w, name) < 0:
+            raise ConfigError(f"workload.{name}={getattr(w, name)} must be >= 0")
+    if w.dtype not in DTYPES:
+        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPES)}")
 
 
 def parse_workload(raw: dict) -> Any:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.tensor import DTensor
 from torch import nn
 from torch.distributed.tensor import DTensor
 
@@ -26,8 +25,8 @@ from parbench.models.moe import MoE
 from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, parallelize
 from parbench.parallel.cp import held_positions
 from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
-from parbench.workloads.dtypes import DTYPES, torch_dtype
+from parbench.workloads import WORKLOADS, WorkloadSpec, check_fields
+from parbench.workloads.dtypes import torch_dtype
 from parbench.workloads.reporting import StepReporter
 
 AC_MODES = ("none", "full", "selective")
@@ -54,13 +53,7 @@ class TrainWorkload:
 
 def validate(cfg: Config, dims: ParallelDims) -> None:
     w = cfg.workload
-    for name in ("batch_size", "seq_len", "steps"):
-        if getattr(w, name) <= 0:
-            raise ConfigError(f"workload.{name}={getattr(w, name)} must be positive")
-    if w.warmup_steps < 0:
-        raise ConfigError(f"workload.warmup_steps={w.warmup_steps} must be >= 0")
-    if w.dtype not in DTYPES:
-        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPES)}")
+    check_fields(w, positive=("batch_size", "seq_len", "steps"), non_negative=("warmup_steps",))
     require_peak(cfg.hardware, w.dtype)  # for MFU
     if w.activation_checkpointing not in AC_MODES:
         raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "

@@ -15,8 +15,8 @@ from parbench.models import build_model, count_params
 from parbench.parallel import DistEnv
 from parbench.parallel.dims import ParallelDims
 from parbench.registry import Registry
-from parbench.workloads import WORKLOADS, WorkloadSpec
-from parbench.workloads.dtypes import DTYPES, torch_dtype
+from parbench.workloads import WORKLOADS, WorkloadSpec, check_fields
+from parbench.workloads.dtypes import torch_dtype
 from parbench.workloads.inference.latency import SUMMARY_METRICS, decode_bytes_per_step, kv_bytes_per_position
 from parbench.workloads.reporting import StepReporter
 
@@ -66,13 +66,7 @@ def model_parallel_only(cfg: Config) -> ParallelConfig:
 
 def validate(cfg: Config, dims: ParallelDims) -> None:
     w = cfg.workload
-    for name in ("input_len", "output_len", "batch_size", "repeats"):
-        if getattr(w, name) <= 0:
-            raise ConfigError(f"workload.{name}={getattr(w, name)} must be positive")
-    if w.warmup < 0:
-        raise ConfigError(f"workload.warmup={w.warmup} must be >= 0")
-    if w.dtype not in DTYPES:
-        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPES)}")
+    check_fields(w, positive=("input_len", "output_len", "batch_size", "repeats"), non_negative=("warmup",))
     if w.engine not in ENGINES:
         raise ConfigError(f"workload.engine={w.engine!r}: use one of {', '.join(ENGINES.names())}")
     p = model_parallel_only(cfg)
