@@ -66,9 +66,10 @@ def x(name, cat, ts, dur, tid=1, **args):
 
 
 def gpu_trace() -> dict:
-    """One 1000 us step on a GPU: forward kernels in layers.0, backward kernels whose autograd
-    node links (by sequence number) to layers.0, an NCCL all_reduce overlapping 100 us of
-    backward compute and then running 100 us alone, an optimizer kernel and a memcpy."""
+    """One step on a GPU, launched by a 1000 us host range; its device work spans 100-900 us:
+    forward kernels in layers.0, backward kernels whose autograd node links (by sequence number)
+    to layers.0, an NCCL all_reduce overlapping 100 us of backward compute and then running
+    100 us alone, an optimizer kernel and a memcpy."""
     return {"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 1000),
         x(f"{trace.LAYER_RANGE_PREFIX} layers.0", "user_annotation", 10, 200),
@@ -93,11 +94,12 @@ def test_gpu_trace_analysis():
     result = trace.analyze(gpu_trace())
     assert result.device == "gpu" and len(result.steps) == 1
     m = result.metrics()
-    # compute 100-300, 400-600, 850-900 = 450; comm 500-700 = 200, 100 of it under compute.
-    assert m["compute_pct"] == pytest.approx(45) and m["comm_pct"] == pytest.approx(20)
-    assert m["comm_pct_all_reduce"] == pytest.approx(20)
-    assert m["overlap_pct"] == pytest.approx(50) and m["exposed_comm_pct"] == pytest.approx(10)
-    assert m["memcpy_pct"] == pytest.approx(3) and m["idle_pct"] == pytest.approx(42)
+    # Step 100-900 (800 us). compute 100-300, 400-600, 850-900 = 450; comm 500-700 = 200, 100 of
+    # it under compute; memcpy 30; idle 800 - 450 - 100 - 30 = 220.
+    assert m["compute_pct"] == pytest.approx(56.25) and m["comm_pct"] == pytest.approx(25)
+    assert m["comm_pct_all_reduce"] == pytest.approx(25)
+    assert m["overlap_pct"] == pytest.approx(50) and m["exposed_comm_pct"] == pytest.approx(12.5)
+    assert m["memcpy_pct"] == pytest.approx(3.75) and m["idle_pct"] == pytest.approx(27.5)
     (coll,) = result.collectives
     assert coll["collective"] == "all_reduce" and coll["bytes"] == 2000
     assert coll["algbw_gbps"] == pytest.approx(2000 / 200e-6 / 1e9)
@@ -182,6 +184,23 @@ def test_median_confidence_intervals():
     assert boot == median_ci_bootstrap(values, 0.9, 500) and boot[0] <= 5.5 <= boot[1]
     stats = summarize(values, "t")
     assert stats["t"] == 5.5 and stats["t_ci_low"] == 2.0 and stats["t_ci_high"] == 9.0
+
+
+def test_gpu_steps_are_placed_by_the_host_range_that_launched_them():
+    """The host runs a step ahead: step 1 is launched (host 150-250) while the device still runs
+    step 0 (200-500). Step 1 on the device starts when step 0 ends, so its 50 us gap is idle."""
+    result = trace.analyze({"traceEvents": [
+        x(STEP_RANGE, "user_annotation", 0, 100),
+        x(STEP_RANGE, "user_annotation", 150, 100),
+        x("cudaLaunchKernel", "cuda_runtime", 10, 5, correlation=1),
+        x("cudaLaunchKernel", "cuda_runtime", 160, 5, correlation=2),
+        x("cudaLaunchKernel", "cuda_runtime", 170, 5, correlation=3),
+        x("gemm", "kernel", 200, 300, tid=7, correlation=1),
+        x("gemm", "kernel", 520, 280, tid=7, correlation=2),
+        x("gemm", "kernel", 850, 50, tid=7, correlation=3),
+    ]})
+    assert [s.wall_s for s in result.steps] == pytest.approx([300e-6, 400e-6])
+    assert [s.idle_s for s in result.steps] == pytest.approx([0, 70e-6])
 
 
 def test_device_mirrors_of_ranges_are_ignored():

@@ -55,7 +55,8 @@ COMM_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "reco
 COLLECTIVE_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::")
 NON_OPERATOR_PREFIXES = ("autograd::", "profiler::")
 # Events on the device timeline. Kineto also mirrors record_function ranges there
-# (gpu_user_annotation), shifted to when the GPU ran them: ranges are read from the host only.
+# (gpu_user_annotation), shifted to when the GPU ran them: ranges are read from the host only,
+# device events are placed in a step by the host range that launched them.
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
@@ -386,14 +387,21 @@ class TraceAnalysis:
 
 
 def analyze(trace: dict) -> TraceAnalysis:
-    """Everything parbench reports from one rank's trace, restricted to its parbench.step ranges."""
+    """Everything parbench reports from one rank's trace, restricted to its parbench.step ranges
+    (on GPU: to the device work those ranges launched, see device_step_windows)."""
     events = complete_events(trace)
-    windows = iv.union((e.start, e.end) for e in events if e.name == STEP_RANGE and e.on_host)
-    if not windows:
+    host_windows = sorted((e.start, e.end) for e in events if e.name == STEP_RANGE and e.on_host)
+    if not host_windows:
         raise ValueError(f"the trace has no '{STEP_RANGE}' ranges: was it recorded around parbench's "
                          "measured steps (StepClock)?")
     gpu = is_gpu_trace(events)
-    in_steps = [e for e in events if _inside(windows, e.start)]
+    ctx = Context(events)
+    in_steps = [e for e in events if e.on_host and _inside(host_windows, e.start)]
+    windows = host_windows
+    if gpu:
+        launched = steps_of_device_events(events, host_windows, ctx)
+        in_steps += [e for e in launched if e.cat != "gpu_user_annotation"]
+        windows = device_step_windows(host_windows, launched)
     comm_events = [e for e in in_steps if is_comm(e, gpu)]
     comm_threads = {e.thread for e in comm_events}
     if gpu:
@@ -408,8 +416,43 @@ def analyze(trace: dict) -> TraceAnalysis:
     for c in collectives:
         comm_by_kind[c.kind].append(c.interval)
     steps = [step_breakdown(w, _spans(compute), comm_by_kind, _spans(memcpy)) for w in windows]
-    ops = op_rows(Context(events), compute, comm_events, memcpy, gpu, len(windows))
+    ops = op_rows(ctx, compute, comm_events, memcpy, gpu, len(windows))
     return TraceAnalysis("gpu" if gpu else "cpu", steps, collective_rows(collectives), ops)
+
+
+def steps_of_device_events(events: list[Event], host_windows: list[iv.Interval],
+                           ctx: Context) -> dict[Event, int]:
+    """Device events by the step whose host range launched them: the host runs ahead of the
+    device, so where a kernel ran says nothing about which step it belongs to."""
+    out: dict[Event, int] = {}
+    starts = [w[0] for w in host_windows]
+    for e in events:
+        if e.on_host:
+            continue
+        t = ctx.anchor(e).start
+        i = bisect.bisect_right(starts, t) - 1
+        if i >= 0 and t < host_windows[i][1]:
+            out[e] = i
+    return out
+
+
+def device_step_windows(host_windows: list[iv.Interval], launched: dict[Event, int]) -> list[iv.Interval]:
+    """Each step on the device timeline, as StepClock's CUDA events time it: from when the device
+    finished the previous step (its first event, for the first step of the trace) to the end of
+    its last event. A step that launched nothing keeps its host range."""
+    ends: dict[int, float] = defaultdict(lambda: float("-inf"))
+    firsts: dict[int, float] = defaultdict(lambda: float("inf"))
+    for e, i in launched.items():
+        ends[i] = max(ends[i], e.end)
+        firsts[i] = min(firsts[i], e.start)
+    windows = []
+    for i, host in enumerate(host_windows):
+        if i not in ends:
+            windows.append(host)
+            continue
+        start = max(host[0], ends[i - 1]) if i - 1 in ends else firsts[i]
+        windows.append((start, ends[i]))
+    return windows
 
 
 def _spans(events: list[Event]) -> list[iv.Interval]:

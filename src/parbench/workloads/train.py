@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import deque
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -163,10 +165,12 @@ def build_optimizer(w: TrainWorkload, pmodel: ParallelModel) -> torch.optim.Opti
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=True)
 
 
-def inject_fault(cfg: Config, env: DistEnv, step: int) -> None:
-    """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling."""
-    if env.rank != cfg.debug.fault_rank:
+def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]) -> None:
+    """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling;
+    flush() first records the steps still unread, as a real fault would find them recorded."""
+    if env.rank != cfg.debug.fault_rank or step not in (cfg.debug.crash_at_step, cfg.debug.hang_at_step):
         return
+    flush()
     if step == cfg.debug.crash_at_step:
         raise RuntimeError(f"injected crash at step {step} (debug.crash_at_step)")
     if step == cfg.debug.hang_at_step:
@@ -182,28 +186,45 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
     clock = StepClock(env.device)
+    total = w.warmup_steps + w.steps
     step_times, losses, strategy_values = [], [], []
-    profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, w.warmup_steps).start()
-    for step in range(w.warmup_steps + w.steps):
-        inject_fault(cfg, env, step)
-        inputs, labels = synthetic_batch(cfg, env, step)
-        clock.start()
-        with autocast:
-            loss = pmodel.forward_backward(inputs, labels)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        elapsed = clock.stop()
-        measured = pmodel.step_metrics()  # after the clock's synchronise: device timings are final
-        dist.all_reduce(loss, group=None)  # mean over ranks = mean over the global batch
-        loss_value = loss.item() / env.world_size
+    unread_losses: deque[torch.Tensor] = deque()
+
+    def read_step() -> None:
+        """Record the oldest unread step; waits for that step only (later ones stay queued)."""
+        step = len(losses)
+        elapsed = clock.read()
+        measured = pmodel.step_metrics()
+        loss_value = unread_losses.popleft().item() / env.world_size
         phase = "warmup" if step < w.warmup_steps else "measure"
         if phase == "measure":
             step_times.append(elapsed)
             strategy_values.append(measured)
         losses.append(loss_value)
-        reporter.step(step, w.warmup_steps + w.steps, phase, loss=loss_value, step_time_s=elapsed,
+        reporter.step(step, total, phase, loss=loss_value, step_time_s=elapsed,
                       tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed, **measured)
-        profiler.step()
+
+    def read_all_steps() -> None:
+        while unread_losses:
+            read_step()
+
+    profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, w.warmup_steps).start()
+    try:
+        for step in range(total):
+            inject_fault(cfg, env, step, flush=read_all_steps)
+            inputs, labels = synthetic_batch(cfg, env, step)
+            with clock.step():
+                with autocast:
+                    loss = pmodel.forward_backward(inputs, labels)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            dist.all_reduce(loss)  # mean over ranks = mean over the global batch
+            unread_losses.append(loss)
+            while len(unread_losses) > clock.lag:
+                read_step()
+            profiler.step()
+    finally:  # a failing step still leaves the steps before it recorded
+        read_all_steps()
     profiler.stop()
     return train_results(cfg, env, step_times, losses, strategy_values, pmodel.metrics, profiler)
 
