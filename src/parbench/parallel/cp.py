@@ -28,7 +28,7 @@ from torch.distributed.tensor.experimental import context_parallel
 from torch.distributed.tensor.experimental._attention import set_rotate_method
 
 from parbench.config.schema import Config
-from parbench.models.llama import Attention
+from parbench.models.llama import Attention, causal_attention
 from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
 from parbench.parallel.dims import ParallelDims
 
@@ -104,12 +104,14 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
         set_rotate_method(cfg.parallel.cp_rotate)
         check_torch_layout(mesh)
         pmodel.step_contexts.append(partial(torch_context_parallel, mesh))
+        # torch's ring attention dispatches the fused SDPA kernels, with equal head counts.
+        attention = partial(causal_attention, native_gqa=False)
     else:
         attention = AllGatherKVAttention(mesh)
-        for part in pmodel.parts:
-            for module in part.modules():
-                if isinstance(module, Attention):
-                    module.attention_fn = attention
+    for part in pmodel.parts:
+        for module in part.modules():
+            if isinstance(module, Attention):
+                module.attention_fn = attention
     return pmodel
 
 
