@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
-# Suites: strategies | titan1b | titan8b | inference | inference1 | micro   (see each below)
+# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling
+# (see each below)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -9,11 +10,16 @@ SUITE=$1; shift
 W=outputs/gpu_evidence/$SUITE
 mkdir -p "$W"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+pack() {  # with $OUT set (the device tool), the tables, plots and logs so far -> $OUT/<suite>.tgz
+  [ -n "${OUT:-}" ] && tar -czf "$OUT/$SUITE.tgz" --exclude='*.json.gz' --exclude='trace_*.json' \
+    --exclude='*.pickle' --exclude='hf_model' -C "$W" .
+}
 sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.csv under $W
   local name=$1; shift
   echo "== $name: python -m parbench -m $*" | tee -a "$W/commands.txt"
   python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" \
     2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
+  pack  # after every sweep: a call that runs out of time still returns what finished
 }
 # Llama 3.2 1B shape with an untied head (1.50B), torchtitan's benchmark shape.
 L1B=(model=llama3_2_1b model.tie_embeddings=false)
@@ -60,9 +66,23 @@ PY
   micro)  # 2 GPUs: collectives, p2p, membw, matmul, tp_linear beside bare torch references
     bash benchmarks/microbench_gpu.sh "$W/results" 2>&1 | tee "$W/micro.log" | tail -20
     ;;
+  scaling)  # 4+ GPUs (issue 7): collectives; Llama 3 8B fsdp weak and strong scaling; tp and pp degrees
+    N=$(nvidia-smi -L | wc -l)
+    sweep collectives workload=collectives workload.begin=1M workload.end=4G workload.iters=10 \
+      hardware.gpus_per_node=$N "$@"
+    S8B=(model=llama3_8b workload.seq_len=4096 workload.activation_checkpointing=selective
+         workload.warmup_steps=3 workload.steps=7 profile.enabled=true profile.wait=2 profile.warmup=1
+         profile.active_steps=2 "$@")
+    GPUS=1; for ((g = 2; g <= N; g *= 2)); do GPUS+=",$g"; done  # 1,2,4[,8]
+    sweep fsdp_weak "${S8B[@]}" parallel=fsdp workload.batch_size=2 hardware.gpus_per_node=$GPUS
+    # Strong scaling: the global batch of the largest weak point (its run) on fewer GPUs; 1 GPU cannot hold it.
+    STRONG=${GPUS#1,}; STRONG=${STRONG%,$N}
+    sweep fsdp_strong "${S8B[@]}" parallel=fsdp workload.global_batch_size=$((2 * N)) hardware.gpus_per_node=$STRONG
+    # Same global batch on all N GPUs, tp or pp degree varied, fsdp over what is left.
+    LAYOUT=("${S8B[@]}" workload.global_batch_size=$((2 * N)) hardware.gpus_per_node=$N)
+    sweep tp "${LAYOUT[@]}" parallel=fsdp_tp parallel.tp=2,$N
+    sweep pp "${LAYOUT[@]}" parallel=pp_fsdp parallel.pp=2,$N
+    ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac
-if [ -n "${OUT:-}" ]; then
-  tar -czf "$OUT/$SUITE.tgz" --exclude='*.json.gz' --exclude='trace_*.json' --exclude='*.pickle' \
-    --exclude='hf_model' -C "$W" .
-fi
+pack

@@ -41,6 +41,10 @@ def check(*overrides: str, gpus=(), launching: bool = True):
     (["workload.dtype=fp8"], "workload.dtype='fp8'"),
     (["parallel.sp=true"], "parallel.sp=true needs parallel.tp > 1"),
     (["model.heads=4", "model.kv_heads=3"], "not a multiple of model.kv_heads=3"),
+    (["workload.global_batch_size=3"], "workload.global_batch_size=3 must be a positive multiple of the "
+                                       "data-parallel degree dp*fsdp=2"),
+    (["parallel=pp", "workload.global_batch_size=2"], "the batch per data-parallel rank (2) is not divisible by "
+                                                      "parallel.pp_microbatches=4"),
 ])
 def test_invalid_layout_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -71,3 +75,11 @@ def test_valid_layouts_pass():
     assert check("hardware=cpu", "parallel=fsdp").fsdp == 2
     assert check("hardware=cpu", "parallel=tp").tp == 2
     assert check("hardware=cpu", "hardware.gpus_per_node=8", "parallel=3d").dp == 2
+
+
+def test_global_batch_size_is_split_over_data_parallel_ranks():
+    from parbench.workloads.train import tokens_per_step
+    cfg = compose("hardware=cpu", "hardware.gpus_per_node=4", "parallel=fsdp_tp", "workload.global_batch_size=6",
+                  "workload.seq_len=32")
+    dims = validate(cfg, None)
+    assert tokens_per_step(cfg, dims) == 6 * 32  # fsdp 2 ranks x 3 sequences, tp ranks share them

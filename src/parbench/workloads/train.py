@@ -40,6 +40,8 @@ INIT_MODES = ("auto", "full", "meta")
 class TrainWorkload:
     name: str = "train"
     batch_size: int = 4  # per data-parallel rank; a step sees batch_size * dp * fsdp sequences
+    # Sequences per step over all data-parallel ranks (strong scaling); set, it replaces batch_size.
+    global_batch_size: int | None = None
     seq_len: int = 64
     steps: int = 8  # measured steps, after the warm-up
     warmup_steps: int = 2
@@ -70,8 +72,11 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     if w.seq_len > cfg.model.max_seq_len:
         raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
                           "shorten the sequence or raise model.max_seq_len")
-    if dims.pp > 1 and w.batch_size % cfg.parallel.pp_microbatches:
-        raise ConfigError(f"workload.batch_size={w.batch_size} is not divisible by "
+    if w.global_batch_size is not None and (w.global_batch_size <= 0 or w.global_batch_size % dims.data_parallel):
+        raise ConfigError(f"workload.global_batch_size={w.global_batch_size} must be a positive multiple of "
+                          f"the data-parallel degree dp*fsdp={dims.data_parallel}")
+    if dims.pp > 1 and local_batch(w, dims) % cfg.parallel.pp_microbatches:
+        raise ConfigError(f"the batch per data-parallel rank ({local_batch(w, dims)}) is not divisible by "
                           f"parallel.pp_microbatches={cfg.parallel.pp_microbatches}")
     if dims.cp > 1 and w.seq_len % (2 * dims.cp):
         raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by 2*cp={2 * dims.cp} "
@@ -82,8 +87,13 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
                           "(or set parallel.sp=false)")
 
 
+def local_batch(w: TrainWorkload, dims: ParallelDims) -> int:
+    """Sequences per data-parallel rank and step."""
+    return w.global_batch_size // dims.data_parallel if w.global_batch_size else w.batch_size
+
+
 def tokens_per_step(cfg: Config, dims: ParallelDims) -> int:
-    return cfg.workload.batch_size * dims.data_parallel * cfg.workload.seq_len
+    return local_batch(cfg.workload, dims) * dims.data_parallel * cfg.workload.seq_len
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -94,7 +104,7 @@ def plan(cfg: Config, dims: ParallelDims) -> dict:
         "flops_per_token": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=True),
         "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
         "memory_estimate_per_device_gb": estimate_train_memory_gb(
-            cfg.model, counts, dims, w.batch_size, w.seq_len, torch_dtype(w.dtype).itemsize,
+            cfg.model, counts, dims, local_batch(w, dims), w.seq_len, torch_dtype(w.dtype).itemsize,
             w.activation_checkpointing),
     }
 
@@ -103,7 +113,7 @@ def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor,
     """This rank's slice of the step's global batch; the same tokens whatever the layout."""
     w = cfg.workload
     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-    tokens = torch.randint(0, cfg.model.vocab, (w.batch_size * env.dims.data_parallel, w.seq_len + 1),
+    tokens = torch.randint(0, cfg.model.vocab, (local_batch(w, env.dims) * env.dims.data_parallel, w.seq_len + 1),
                            generator=gen)
     local = tokens.chunk(env.dims.data_parallel)[env.data_rank()].to(env.device)
     inputs, labels = local[:, :-1], local[:, 1:]
