@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
@@ -74,6 +75,11 @@ def single_process_env(cfg: Config) -> DistEnv:
     return DistEnv(0, 0, 1, device, dims, None)
 
 
+def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token loss over [batch, seq, vocab] logits, computed in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+
+
 @dataclass
 class ParallelModel:
     """The model after every enabled strategy. `parts` are the modules this rank holds (several
@@ -84,6 +90,7 @@ class ParallelModel:
 
     parts: list[nn.Module]
     forward_backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = token_cross_entropy
     handles_mixed_precision: bool = False
     # Measurements of the step just run, read after it (pp: bubble_pct), and figures the layout
     # fixes (pp: bubble_pct_theory); the train workload logs both.

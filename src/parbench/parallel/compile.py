@@ -1,5 +1,6 @@
-"""torch.compile per transformer block (as torchtitan does): fuses the pointwise ops between
-matmuls; compiling blocks rather than the whole model keeps the sharding wrappers outside."""
+"""torch.compile per transformer block and of the loss (as torchtitan does): fuses the pointwise
+ops between matmuls, and the loss's fp32 cast, log-softmax and gather over the vocabulary;
+compiling blocks rather than the whole model keeps the sharding wrappers outside."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     for part in pmodel.parts:
         for name, block in list(part.layers.items()):
             part.layers[name] = torch.compile(block, fullgraph=True)
+    if env.dims.tp == 1:  # under tp the logits are DTensors in loss_parallel: left eager
+        pmodel.loss_fn = torch.compile(pmodel.loss_fn)
     return pmodel
 
 

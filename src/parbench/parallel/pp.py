@@ -9,7 +9,6 @@ import copy
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import (
     PipelineStage,
@@ -65,10 +64,6 @@ def theoretical_bubble(schedule: str, pp: int, microbatches: int, stages_per_ran
     return (pp - 1) / (work + pp - 1)
 
 
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
-
-
 class _AuxLossInBackward(torch.autograd.Function):
     """Identity on x whose backward also seeds aux's gradient with coef: a stage's MoE
     load-balancing loss trains although only the last stage computes the loss."""
@@ -121,7 +116,7 @@ class PipelineRunner:
         schedule_cls = SCHEDULES[name]
         return schedule_cls(stages if name in MULTI_STAGE_SCHEDULES else stages[0],
                             n_microbatches=self.cfg.parallel.pp_microbatches,
-                            loss_fn=self.timer.wrap(cross_entropy))
+                            loss_fn=self.timer.wrap(self.pmodel.loss_fn))
 
     def __call__(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if self.schedule is None:

@@ -11,7 +11,6 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor
 
@@ -135,7 +134,7 @@ def default_forward_backward(pmodel: ParallelModel, cfg: Config):
     def step(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         with pmodel.step_context():
             logits = model(inputs)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+            loss = pmodel.loss_fn(logits, labels)
             if isinstance(loss, DTensor):  # loss_parallel: replicated over tp, the same on every rank
                 loss = loss.to_local()
             total = loss + aux_coef * moe_aux_loss(model) if aux_coef else loss
