@@ -114,8 +114,9 @@ def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor,
     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     tokens = torch.randint(0, cfg.model.vocab, (local_batch(w, env.dims) * env.dims.data_parallel, w.seq_len + 1),
                            generator=gen)
-    local = tokens.chunk(env.dims.data_parallel)[env.data_rank()].to(env.device)
-    inputs, labels = local[:, :-1], local[:, 1:]
+    local = tokens.chunk(env.dims.data_parallel)[env.data_rank()]
+    # Contiguous: pipeline stages check the strides of what they receive against their first batch.
+    inputs, labels = (t.contiguous().to(env.device) for t in (local[:, :-1], local[:, 1:]))
     if env.dims.cp > 1:  # context parallel: this rank's chunks of every sequence
         held = held_positions(w.seq_len, env.dims.cp, env.mesh["cp"].get_local_rank(), env.device)
         inputs, labels = inputs[:, held], labels[:, held]
