@@ -12,9 +12,12 @@ from torch import nn
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
+from parbench.config.schema import ModelConfig
+from parbench.models import build_model
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import FeedForward, Transformer
+from parbench.models.llama import FeedForward, Transformer, init_module
 from parbench.parallel import DistEnv
+from parbench.parallel.materialize import materialize_like_unsharded
 
 
 def split_stage(model: Transformer, stage: int, stages: int) -> Transformer:
@@ -64,7 +67,19 @@ def shard_model(model: Transformer, env: DistEnv, dtype: torch.dtype) -> Transfo
     model = split_stage(model, env.mesh["pp"].get_local_rank(), env.dims.pp)
     model = to_inference_dtype(model, dtype).eval()
     if env.dims.tp > 1:
-        parallelize_module(model, env.mesh["tp"], tensor_parallel_plan(model))
+        # src_data_rank=None: every rank holds the same weights, so each slices its own (no scatter).
+        parallelize_module(model, env.mesh["tp"], tensor_parallel_plan(model), src_data_rank=None)
+    return model
+
+
+def build_shard(model_cfg: ModelConfig, seed: int, env: DistEnv, dtype: torch.dtype) -> Transformer:
+    """This rank's shard of the model with the weights the whole model gets from `seed` (so every
+    layout decodes the same tokens): sharded on the meta device, then materialised one layer at a
+    time, so no rank ever holds the whole model, and no collective runs while building."""
+    model = shard_model(build_model(model_cfg, "meta"), env, dtype)
+    torch.manual_seed(seed)
+    materialize_like_unsharded(model, build_model(model_cfg, "meta"), env.device, init_module)
+    model.init_buffers()
     return model
 
 
@@ -73,6 +88,7 @@ class PipelinedDecoder:
 
     def __init__(self, model: Transformer, env: DistEnv, dtype: torch.dtype):
         self.model, self.hidden, self.dtype = model, model.cfg.hidden, dtype
+        self.device_type = env.device.type
         # The head runs on the last position only, as in vLLM: a prefill would otherwise
         # materialise batch x input_len x vocab logits. The model then returns hidden states.
         self.norm, self.head = model.norm, model.output
@@ -85,13 +101,15 @@ class PipelinedDecoder:
     def step(self, tokens: torch.Tensor, cache: KVCache, sample) -> torch.Tensor:
         """tokens [batch, seq] (the same on every rank) -> next tokens [batch] on every rank."""
         batch, seq = tokens.shape
+        hidden_shape = (batch, seq, self.hidden)  # what every stage but the last sends on
         if self.stage == 0:
             h = self.model(tokens, cache=cache)
         else:
-            received = torch.empty(batch, seq, self.hidden, dtype=self.dtype, device=tokens.device)
+            received = torch.empty(hidden_shape, dtype=self.dtype, device=tokens.device)
             dist.recv(received, src=self.ranks[self.stage - 1], group=self.group)
             h = self.model(received, cache=cache)
         if self.stage < self.stages - 1:
+            self.check_sent(h, hidden_shape)
             dist.send(h.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
             next_tokens = torch.empty(batch, dtype=torch.long, device=tokens.device)
         else:
@@ -99,6 +117,13 @@ class PipelinedDecoder:
         if self.stages > 1:
             dist.broadcast(next_tokens, src=self.ranks[-1], group=self.group)
         return next_tokens
+
+    def check_sent(self, h: torch.Tensor, shape: tuple[int, ...]) -> None:
+        """The next stage receives `shape` in self.dtype: NCCL would hang or corrupt on anything else."""
+        if tuple(h.shape) != shape or h.dtype != self.dtype or h.device.type != self.device_type:
+            raise RuntimeError(f"pipeline stage {self.stage} would send hidden states {tuple(h.shape)} {h.dtype} on "
+                               f"{h.device.type} where stage {self.stage + 1} receives {shape} {self.dtype} on "
+                               f"{self.device_type}: every stage must compute in workload.dtype")
 
     def modules(self) -> list[nn.Module]:
         """Every module this rank runs (the stage, and the final norm and head on the last stage)."""

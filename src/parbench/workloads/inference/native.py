@@ -22,15 +22,15 @@ from parbench.metrics.op_types import module_scopes, op_time_by_category, shares
 from parbench.metrics.timing import device_synchronize
 from parbench.models import build_model, count_params
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import Attention, FeedForward, Transformer
+from parbench.models.llama import Attention, FeedForward
 from parbench.models.moe import MoE
 from parbench.parallel import DistEnv
 from parbench.workloads.dtypes import torch_dtype
 from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
-from parbench.workloads.inference.model_parallel import PipelinedDecoder, shard_model
-from parbench.workloads.reporting import StepReporter
+from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
+from parbench.workloads.reporting import StepReporter, progress
 
 PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
@@ -109,35 +109,43 @@ def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Ten
 def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
-    torch.manual_seed(cfg.seed)  # every layout starts from the same weights
-    model: Transformer = build_model(cfg.model, env.device)
-    decoder = PipelinedDecoder(shard_model(model, env, dtype), env, dtype)
-    reset_peak_memory(env.device)  # the fp32 build is not part of serving
-    cache = KVCache(list(model.layers.keys()), w.input_len + w.output_len)
+    progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
+                       f"sharded on meta, materialised layer by layer on {env.device}")
+    decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype)
+    progress(env.rank, f"model ready: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
+    reset_peak_memory(env.device)
+    cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
-    for i in range(w.warmup + w.repeats):
+    total = w.warmup + w.repeats
+    for i in range(total):
+        phase = "warmup" if i < w.warmup else "measure"
+        progress(env.rank, f"batch {i + 1}/{total} ({phase}): prefill {w.batch_size}x{w.input_len} tokens, "
+                           f"then {w.output_len - 1} decode steps")
         prompts = synthetic_prompts(cfg, i, env.device)
         timing, tokens = generate(decoder, cache, prompts, w.output_len, env.device)
-        phase = "warmup" if i < w.warmup else "measure"
         if phase == "measure":
             batches.append(timing)
             first_tokens = tokens if first_tokens is None else first_tokens
         request = timing.requests[0]
-        reporter.step(i, w.warmup + w.repeats, phase, ttft_s=request.ttft, e2e_s=request.e2e,
+        reporter.step(i, total, phase, ttft_s=request.ttft, e2e_s=request.e2e,
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
     job_dir = reporter.path.parent
+    progress(env.rank, "gathering results over ranks")
     results = native_results(cfg, env, decoder, cache, batches)
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
     if w.verify:
+        progress(env.rank, "verify: decoding the first measured batch again without the KV cache")
         reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
     if w.profile:
+        progress(env.rank, "profiling one batch (prefill and decode op breakdown)")
         shares = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env, job_dir)
         results["metrics"].update(op_share_metrics(shares))
         if env.is_main:
             results["artifacts"] += write_op_breakdown(shares, job_dir)
+    progress(env.rank, "done")
     return results
 
 
