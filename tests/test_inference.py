@@ -15,7 +15,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from omegaconf import OmegaConf
-from torch.distributed.tensor import DTensor
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
@@ -95,13 +94,12 @@ def _sharded_build_rank(rank: int, world: int, port: int) -> None:
             mesh = init_device_mesh("cpu", dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
             env = DistEnv(rank, rank, world, torch.device("cpu"), dims, mesh)
             model = build_shard(TINY, 5, env, torch.float32)
-            local = {n: p.to_local() if isinstance(p, DTensor) else p for n, p in model.named_parameters()}
+            local = dict(model.named_parameters())
             assert sum(p.numel() for p in local.values()) < 0.6 * total
             for name, p in local.items():
                 full = reference.get_parameter(name)
-                param = model.get_parameter(name)
-                if isinstance(param, DTensor):  # colwise: dim 0 (out features), rowwise: dim 1
-                    full = full.chunk(tp, dim=param.placements[0].dim)[rank]
+                if tp > 1 and not name.endswith("norm.weight"):  # Megatron's splits
+                    full = full.chunk(tp, dim=1 if name.endswith(("wo.weight", "w2.weight")) else 0)[rank]
                 assert torch.equal(p, full), (tp, pp, name)
             torch.testing.assert_close(model.rope_cos, reference.rope_cos)
             if pp == 2:
@@ -176,6 +174,8 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
 def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     proc = cli.run("workload=inference", "parallel.dp=2", "dry_run=true", check=False)
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
+    proc = cli.run("workload=inference", "parallel=tp", "model.vocab=511", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "model.vocab=511 is not divisible by parallel.tp=2" in proc.stderr
     # Without vLLM installed, every vllm config is refused first with the install command.
     vllm_installed = importlib.util.find_spec("vllm") is not None
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)

@@ -15,7 +15,6 @@ from typing import Callable, Iterator
 
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor, distribute_tensor
 
 from parbench.models import to_empty_keeping_ties
 
@@ -40,21 +39,14 @@ def parameter_aliases(model: nn.Module) -> dict[str, list[str]]:
 
 
 @torch.no_grad()
-def copy_shard(target: torch.Tensor, full: torch.Tensor) -> None:
-    """Copy `full` into `target`, or into its local shard when `target` is a DTensor."""
-    full = full.to(target.dtype)
-    if isinstance(target, DTensor):
-        # src_data_rank=None: each rank slices its own copy of `full`, no scatter.
-        full = distribute_tensor(full, target.device_mesh, target.placements, src_data_rank=None)
-    target.copy_(full)
-
-
-@torch.no_grad()
 def materialize_like_unsharded(sharded: nn.Module, unsharded: nn.Module, device: torch.device,
-                               init_module: Callable[[nn.Module], None]) -> None:
+                               init_module: Callable[[nn.Module], None],
+                               local_part: Callable[[str, torch.Tensor], torch.Tensor] = lambda name, full: full,
+                               ) -> None:
     """Allocate `sharded` (this rank's part, still on meta) on `device` and fill its parameters
     with what `init_module`, applied to every module of `unsharded` (the same model built whole on
-    meta) in `unsharded.modules()` order, gives them. Buffers are allocated, not filled."""
+    meta) in `unsharded.modules()` order, gives them; `local_part(name, full)` cuts out the part of
+    a full parameter that the rank holds (its tensor-parallel slice). Buffers are allocated, not filled."""
     pieces = list(init_pieces(unsharded))
     covered = {name for prefix, piece in pieces for name, _ in piece.named_parameters(prefix=prefix)}
     outside = {name for name, _ in unsharded.named_parameters()} - covered
@@ -70,5 +62,5 @@ def materialize_like_unsharded(sharded: nn.Module, unsharded: nn.Module, device:
         for name, full in piece.named_parameters(prefix=prefix, remove_duplicate=False):
             for alias in aliases[name]:
                 if alias in held:
-                    copy_shard(held[alias], full)
+                    held[alias].copy_(local_part(alias, full))
         piece.to_empty(device="meta")  # frees the piece before the next one

@@ -50,7 +50,7 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
         return logits.argmax(dim=-1)
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: gloo's all_gather cannot write inference tensors (pytorch#126032)
 def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
              device: torch.device) -> tuple[BatchTiming, torch.Tensor]:
     """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len]."""
@@ -67,7 +67,7 @@ def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, o
     return BatchTiming([timing] * prompts.shape[0], times[-1]), torch.stack(generated, dim=1)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def generate_without_cache(decoder: PipelinedDecoder, prompts: torch.Tensor, output_len: int) -> torch.Tensor:
     """The reference: every step recomputes the whole sequence so far, no cache."""
     sequence = prompts
@@ -80,13 +80,14 @@ def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
     """The module -> op-type labels of the breakdown (nested labels: the innermost wins)."""
     labels = {Attention: "attention", FeedForward: "mlp", MoE: "mlp", torch.nn.RMSNorm: "norm",
               torch.nn.Embedding: "embedding"}
-    categories = {m: labels[type(m)] for root in decoder.modules() for m in root.modules() if type(m) in labels}
+    categories = {m: label for root in decoder.modules() for m in root.modules()
+                  for kind, label in labels.items() if isinstance(m, kind)}
     if decoder.head is not None:
         categories[decoder.head] = "lm_head"
     return categories
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
                    env: DistEnv, trace_dir: Path) -> dict[str, dict[str, float]]:
     """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces."""
@@ -183,8 +184,13 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
 
 
-def check_fits(cfg: Config) -> None:
-    """Weights and KV cache alone must fit the device memory (activations come on top)."""
+def check_native(cfg: Config) -> None:
+    """Tensor parallel splits the vocabulary evenly; weights and KV cache alone must fit the device
+    memory (activations come on top)."""
+    tp = cfg.parallel.tp
+    if cfg.model.vocab % tp:
+        raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
+                          "engine splits the embedding and the output head evenly over the tp ranks")
     hw = cfg.hardware
     if not hw.memory_gb:
         return
@@ -196,4 +202,4 @@ def check_fits(cfg: Config) -> None:
                           f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
 
 
-ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_fits))
+ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_native))
