@@ -7,6 +7,7 @@ import importlib.util
 import json
 import socket
 import sys
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -76,9 +77,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def decode_step_collectives(decoder, prompts: torch.Tensor) -> Counter:
+    """The c10d ops one decode step (after the prefill) runs on this rank."""
+    from parbench.workloads.inference.native import greedy
+
+    cache = KVCache(list(decoder.model.layers.keys()), prompts.shape[1] + 1)
+    with torch.no_grad():
+        tokens = decoder.step(prompts, cache, greedy)
+        with torch.profiler.profile() as prof:
+            decoder.step(tokens[:, None], cache, greedy)
+    return Counter(e.name for e in prof.events() if e.name.startswith("c10d::"))
+
+
 def _sharded_build_rank(rank: int, world: int, port: int) -> None:
     """tp=2 then pp=2 on 2 gloo ranks: each rank holds only its shards or stage, equal to the slices
-    of the whole seeded model; a stage refuses to send hidden states the next one cannot receive."""
+    of the whole seeded model; a decode step runs Megatron's collectives (2 all_reduces per layer, one
+    for the embedding, one all_gather of the logits) or one send/recv and the token broadcast, and
+    nothing else; a stage refuses to send hidden states the next one cannot receive."""
     from torch.distributed.device_mesh import init_device_mesh
 
     from parbench.parallel import DistEnv
@@ -102,9 +117,14 @@ def _sharded_build_rank(rank: int, world: int, port: int) -> None:
                     full = full.chunk(tp, dim=1 if name.endswith(("wo.weight", "w2.weight")) else 0)[rank]
                 assert torch.equal(p, full), (tp, pp, name)
             torch.testing.assert_close(model.rope_cos, reference.rope_cos)
-            if pp == 2:
+            decoder = PipelinedDecoder(model, env, torch.float32)
+            prompts = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(0))  # same on both
+            collectives = decode_step_collectives(decoder, prompts)
+            if tp == 2:
+                assert collectives == {"c10d::allreduce_": 2 * TINY.layers + 1, "c10d::allgather_": 1}
+            else:
+                assert collectives == {("c10d::send" if rank == 0 else "c10d::recv_"): 1, "c10d::broadcast_": 1}
                 assert sorted(model.layers.keys()) == [str(rank)]
-                decoder = PipelinedDecoder(model, env, torch.float32)
                 with pytest.raises(RuntimeError, match="every stage must compute in workload.dtype"):
                     decoder.check_sent(torch.zeros(2, 3, TINY.hidden, dtype=torch.bfloat16), (2, 3, TINY.hidden))
         dist.barrier()
