@@ -9,12 +9,11 @@ SUITE=$1; shift
 W=outputs/gpu_evidence/$SUITE
 mkdir -p "$W"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its full log and summary.csv under $W;
-  # the console leaves out per-step lines and the progress lines of ranks other than 0
+sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.csv under $W
   local name=$1; shift
   echo "== $name: python -m parbench -m $*" | tee -a "$W/commands.txt"
   python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" \
-    2>&1 | tee "$W/$name.log" | grep -v -E "^\[parbench\] (step|rank [1-9])"
+    2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
 }
 # Llama 3.2 1B shape with an untied head (1.50B), torchtitan's benchmark shape.
 L1B=(model=llama3_2_1b model.tie_embeddings=false)
