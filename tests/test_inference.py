@@ -179,7 +179,8 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     tokens = [json.loads((cli.job_dir(i) / "generated_tokens.json").read_text()) for i in range(3)]
     assert np.array(tokens[0]).shape == (4, 12)
     assert tokens[0] == tokens[1] == tokens[2]  # same weights, same greedy tokens in every layout
-    for metric in ("ttft_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p90", "output_tokens_per_s", "mem_kv_cache_gb"):
+    for metric in ("ttft_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p90", "output_tokens_per_s", "mem_kv_cache_gb",
+                   "model_build_s"):
         assert (children[f"metrics.{metric}"] > 0).all(), metric
     assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
     assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0

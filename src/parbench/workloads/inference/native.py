@@ -112,8 +112,10 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     dtype = torch_dtype(w.dtype)
     progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
                        f"sharded on meta, materialised layer by layer on {env.device}")
+    start = time.perf_counter()
     decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype)
-    progress(env.rank, f"model ready: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
+    build_s = time.perf_counter() - start
+    progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
     reset_peak_memory(env.device)
     cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
@@ -132,7 +134,7 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
     job_dir = reporter.path.parent
     progress(env.rank, "gathering results over ranks")
-    results = native_results(cfg, env, decoder, cache, batches)
+    results = native_results(cfg, env, decoder, cache, batches, build_s)
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
@@ -151,15 +153,15 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
 
 
 def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: KVCache,
-                   batches: list[BatchTiming]) -> dict:
-    """Rank 0's latencies (what a client sees), memory as the max over ranks, MBU over all devices."""
+                   batches: list[BatchTiming], build_s: float) -> dict:
+    """Rank 0's latencies (what a client sees), memory and model build time as the max over ranks,
+    MBU over all devices."""
     w = cfg.workload
     gathered: list = [None] * env.world_size
-    memory = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
-              **peak_memory_gb(env.device)}
-    dist.all_gather_object(gathered, memory)
-    memory = {k: max(m[k] for m in gathered) for k in memory}
-    metrics = {**latency_metrics(batches, w.output_len), **memory}
+    per_rank = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
+                **peak_memory_gb(env.device), "model_build_s": build_s}
+    dist.all_gather_object(gathered, per_rank)
+    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m in gathered) for k in per_rank}}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
