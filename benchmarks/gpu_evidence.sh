@@ -40,12 +40,25 @@ case $SUITE in
       workload.compile=false,true "$@"
     ;;
   inference|inference1)  # llama2_7b native engine: input-length sweep (batch 1), batch sweep (input 1024)
-    # inference: 2 GPUs, 1 GPU vs tp=2 vs pp=2 in each sweep; inference1: 1 GPU only
+    # inference: 2+ GPUs, 1 GPU vs tp=2 vs pp=2 in each sweep (6 jobs per layout); inference1: 1 GPU only.
+    # check: a tiny fp32 model first (seconds): KV-cache decode == recompute, and the same tokens in
+    # every layout over NCCL. INPUTS / BATCHES / SWEEPS narrow the grid (e.g. SWEEPS=batch BATCHES=1,4,8,16,32).
+    # Each job: ~13.5 GB bf16 weights; KV cache 0.5 MB/token/sequence (batch 32 x 1056 tokens: 17 GB).
+    # LAYOUTS_OVERRIDE replaces the layouts, e.g. LAYOUTS_OVERRIDE="parallel=tp parallel.tp=1,2,4" on 4 GPUs;
+    # TAG suffixes the sweep dirs (input_len_TAG ...) so such a call keeps the others' results.
     LAYOUTS=(parallel=dp,tp,pp); [ "$SUITE" = inference1 ] && LAYOUTS=(hardware.gpus_per_node=1)
-    INF=(workload=inference model=llama2_7b model.max_seq_len=8320 workload.output_len=64 workload.repeats=3
-         workload.profile=false "${LAYOUTS[@]}")
-    sweep input_len "${INF[@]}" workload.input_len=128,1024,8192 workload.batch_size=1 "$@"
-    sweep batch "${INF[@]}" workload.input_len=1024 workload.batch_size=8,32 "$@"
+    [ -n "${LAYOUTS_OVERRIDE:-}" ] && read -ra LAYOUTS <<< "$LAYOUTS_OVERRIDE"
+    INF=(workload=inference model=llama2_7b model.max_seq_len=8320 workload.output_len=32 workload.warmup=1
+         workload.repeats=3 workload.profile=false launch.timeout_s=300 "${LAYOUTS[@]}")
+    for s in ${SWEEPS:-check input_len batch}; do
+      case $s in
+        check) sweep "check${TAG:+_$TAG}" workload=inference model=tiny workload.dtype=fp32 workload.verify=true \
+                 workload.input_len=64 workload.output_len=16 workload.repeats=1 launch.timeout_s=120 "${LAYOUTS[@]}"
+               python benchmarks/compare_tokens.py "$W/check${TAG:+_$TAG}" | tee "$W/check${TAG:+_$TAG}.txt" ;;
+        input_len) sweep "input_len${TAG:+_$TAG}" "${INF[@]}" workload.input_len="${INPUTS:-128,1024,8192}" workload.batch_size=1 "$@" ;;
+        batch) sweep "batch${TAG:+_$TAG}" "${INF[@]}" workload.input_len=1024 workload.batch_size="${BATCHES:-1,8,32}" "$@" ;;
+      esac
+    done
     ;;
   correctness)  # 2 GPUs, fp32, tiny model: NCCL layouts reproduce the 1-GPU losses step by step
     CHECK=(model=tiny model.tie_embeddings=false workload.dtype=fp32 workload.lr=0.02 workload.warmup_steps=1

@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import socket
 import sys
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.models import build_model
+from parbench.models import build_initialized, build_model
 from parbench.models.kv_cache import KVCache
+from parbench.models.llama import init_module
+from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
 from parbench.report.inference import (fit_curve, plot_latency_vs_input, plot_throughput_bars, plot_vs_batch,
                                        scaling_table)
 from parbench.workloads.inference.latency import BatchTiming, RequestTiming, latency_metrics
@@ -41,6 +46,95 @@ def test_cached_forward_matches_full_forward_in_chunks():
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="raise the cache length"):
         model(tokens[:, :1], cache=cache)
+
+
+def test_piecewise_build_gives_the_whole_models_weights_and_never_holds_it():
+    """Materialised piece by piece (one layer at a time), the model gets exactly the seeded weights
+    of the whole model, tied ones tied; at no point is more than one piece of it on the device."""
+    cfg = ModelConfig(name="t", layers=3, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, max_seq_len=64,
+                      tie_embeddings=True)
+    reference = build_initialized(cfg, seed=3, device="cpu")
+    assert reference.output.weight is reference.tok_embeddings.weight
+    model, unsharded, held_numel = build_model(cfg, "meta"), build_model(cfg, "meta"), []
+
+    def spy(module: torch.nn.Module) -> None:
+        held_numel.append(sum(p.numel() for p in unsharded.parameters() if not p.is_meta))
+        init_module(module)
+
+    torch.manual_seed(3)
+    materialize_like_unsharded(model, unsharded, torch.device("cpu"), spy)
+    largest_piece = max(sum(p.numel() for p in piece.parameters()) for _, piece in init_pieces(unsharded))
+    assert 0 < max(held_numel) == largest_piece < sum(p.numel() for p in reference.parameters()) / 2
+    assert all(p.is_meta for p in unsharded.parameters())  # freed after the last piece
+    assert model.output.weight is model.tok_embeddings.weight
+    for name, p in reference.named_parameters():
+        assert torch.equal(model.get_parameter(name), p), name
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def decode_step_collectives(decoder, prompts: torch.Tensor) -> Counter:
+    """The c10d ops one decode step (after the prefill) runs on this rank."""
+    from parbench.workloads.inference.native import greedy
+
+    cache = KVCache(list(decoder.model.layers.keys()), prompts.shape[1] + 1)
+    with torch.no_grad():
+        tokens = decoder.step(prompts, cache, greedy)
+        with torch.profiler.profile() as prof:
+            decoder.step(tokens[:, None], cache, greedy)
+    return Counter(e.name for e in prof.events() if e.name.startswith("c10d::"))
+
+
+def _sharded_build_rank(rank: int, world: int, port: int) -> None:
+    """tp=2 then pp=2 on 2 gloo ranks: each rank holds only its shards or stage, equal to the slices
+    of the whole seeded model; a decode step runs Megatron's collectives (2 all_reduces per layer, one
+    for the embedding, one all_gather of the logits) or one send/recv and the token broadcast, and
+    nothing else; a stage refuses to send hidden states the next one cannot receive."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from parbench.parallel import DistEnv
+    from parbench.parallel.dims import MESH_DIMS, ParallelDims
+    from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        reference = build_initialized(TINY, seed=5, device="cpu")
+        total = sum(p.numel() for p in reference.parameters())
+        for tp, pp in ((2, 1), (1, 2)):
+            dims = ParallelDims(pp=pp, dp=1, fsdp=1, cp=1, tp=tp, ep=1)
+            mesh = init_device_mesh("cpu", dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
+            env = DistEnv(rank, rank, world, torch.device("cpu"), dims, mesh)
+            model = build_shard(TINY, 5, env, torch.float32)
+            local = dict(model.named_parameters())
+            assert sum(p.numel() for p in local.values()) < 0.6 * total
+            for name, p in local.items():
+                full = reference.get_parameter(name)
+                if tp > 1 and not name.endswith("norm.weight"):  # Megatron's splits
+                    full = full.chunk(tp, dim=1 if name.endswith(("wo.weight", "w2.weight")) else 0)[rank]
+                assert torch.equal(p, full), (tp, pp, name)
+            torch.testing.assert_close(model.rope_cos, reference.rope_cos)
+            decoder = PipelinedDecoder(model, env, torch.float32)
+            prompts = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(0))  # same on both
+            collectives = decode_step_collectives(decoder, prompts)
+            if tp == 2:
+                assert collectives == {"c10d::allreduce_": 2 * TINY.layers + 1, "c10d::allgather_": 1}
+            else:
+                assert collectives == {("c10d::send" if rank == 0 else "c10d::recv_"): 1, "c10d::broadcast_": 1}
+                assert sorted(model.layers.keys()) == [str(rank)]
+                with pytest.raises(RuntimeError, match="every stage must compute in workload.dtype"):
+                    decoder.check_sent(torch.zeros(2, 3, TINY.hidden, dtype=torch.bfloat16), (2, 3, TINY.hidden))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_tp2_and_pp2_ranks_build_only_their_shards_of_the_seeded_model():
+    # spawn, not fork: forking a process whose torch already runs OpenMP threads can deadlock.
+    mp.start_processes(_sharded_build_rank, args=(2, _free_port()), nprocs=2, start_method="spawn")
 
 
 def test_latency_metrics_follow_vllm_definitions():
@@ -85,7 +179,8 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     tokens = [json.loads((cli.job_dir(i) / "generated_tokens.json").read_text()) for i in range(3)]
     assert np.array(tokens[0]).shape == (4, 12)
     assert tokens[0] == tokens[1] == tokens[2]  # same weights, same greedy tokens in every layout
-    for metric in ("ttft_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p90", "output_tokens_per_s", "mem_kv_cache_gb"):
+    for metric in ("ttft_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p90", "output_tokens_per_s", "mem_kv_cache_gb",
+                   "model_build_s"):
         assert (children[f"metrics.{metric}"] > 0).all(), metric
     assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
     assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0
@@ -100,6 +195,8 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
 def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     proc = cli.run("workload=inference", "parallel.dp=2", "dry_run=true", check=False)
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
+    proc = cli.run("workload=inference", "parallel=tp", "model.vocab=511", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "model.vocab=511 is not divisible by parallel.tp=2" in proc.stderr
     # Without vLLM installed, every vllm config is refused first with the install command.
     vllm_installed = importlib.util.find_spec("vllm") is not None
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)

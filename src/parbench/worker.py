@@ -3,6 +3,7 @@ Loads the resolved config (no Hydra), joins the mesh, runs the workload, rank 0 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from parbench.config import resolve
 from parbench.parallel import init_distributed, single_process_env
 from parbench.workloads import WORKLOADS, VerificationError, job_layout
-from parbench.workloads.reporting import StepReporter, device_tags, write_results
+from parbench.workloads.reporting import StepReporter, device_tags, progress, write_results
 
 
 @record  # torchrun then reports the first failing rank's exception as the root cause
@@ -20,6 +21,8 @@ def main(job_dir: Path) -> None:
     cfg = resolve.load(job_dir / resolve.RESOLVED_FILE)
     spec = WORKLOADS.get(cfg.workload.name)
     joins = spec.joins_process_group(cfg)
+    if joins:
+        progress(int(os.environ["RANK"]), f"joining the process group ({cfg.hardware.backend}) and building the mesh")
     env = (init_distributed(cfg, timeout_s=cfg.launch.timeout_s, parallel=job_layout(cfg)[0]) if joins
            else single_process_env(cfg))
     results = spec.run(cfg, env, StepReporter(job_dir, env.is_main))

@@ -19,6 +19,29 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "meta") -> nn.Mod
         return MODEL_FAMILIES.get(cfg.family)(cfg)
 
 
+def to_empty_keeping_ties(model: nn.Module, device: str | torch.device) -> None:
+    """Module.to_empty, then tie again what was tied (to_empty gives each module a new parameter)."""
+    names_of: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names_of.setdefault(id(p), []).append(name)
+    model.to_empty(device=device)
+    for first, *others in (names for names in names_of.values() if len(names) > 1):
+        for name in others:
+            owner, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(owner), attr, model.get_parameter(first))
+
+
+def build_initialized(cfg: ModelConfig, seed: int, device: str | torch.device) -> nn.Module:
+    """The whole model with the weights `seed` gives it: built on meta, then allocated and initialised,
+    so only init_weights draws from the RNG (not the layers' constructors). Sharded builds that
+    replay init_weights piece by piece (parallel.materialize) get the same weights."""
+    model = build_model(cfg, "meta")
+    to_empty_keeping_ties(model, device)
+    torch.manual_seed(seed)
+    model.init_weights()
+    return model
+
+
 @dataclass(frozen=True)
 class ParamCounts:
     total: int  # every parameter once (tied weights once)

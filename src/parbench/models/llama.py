@@ -99,6 +99,20 @@ class TransformerBlock(nn.Module):
         return h + self.feed_forward(self.ffn_norm(h))
 
 
+@torch.no_grad()
+def init_module(module: nn.Module) -> None:
+    """One module's share of the seeded initialisation, in the order Transformer.modules() visits
+    them (an MoE initialises its experts' stacked weights, which belong to a child)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.trunc_normal_(module.weight, std=INIT_STD)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.RMSNorm):
+        nn.init.ones_(module.weight)
+    elif isinstance(module, MoE):
+        module.init_weights(INIT_STD)
+
+
 class Transformer(nn.Module):
     """Embeddings -> blocks -> norm -> output head. Pipeline stages set the parts they lack to None."""
 
@@ -121,18 +135,16 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def init_weights(self) -> None:
         """Seeded-RNG initialisation; call again after materialising a meta-device model."""
+        self.init_buffers()
+        for module in self.modules():
+            init_module(module)
+
+    @torch.no_grad()
+    def init_buffers(self) -> None:
+        """The RoPE tables (no RNG)."""
         cos, sin = rope_tables(self.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta)
         self.rope_cos.copy_(cos)
         self.rope_sin.copy_(sin)
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.trunc_normal_(module.weight, std=INIT_STD)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.RMSNorm):
-                nn.init.ones_(module.weight)
-            elif isinstance(module, MoE):
-                module.init_weights(INIT_STD)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None,
                 cache: KVCache | None = None) -> torch.Tensor:

@@ -7,12 +7,20 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 STEPS_FILE = "steps.jsonl"
 RESULTS_FILE = "results.json"
+STARTED = time.monotonic()  # the worker imports this module first thing
+
+
+def progress(rank: int, message: str) -> None:
+    """Printed by every rank as a phase starts, with the seconds since the worker started: the log of
+    a slow or hung job shows where each rank is (the launcher's timeout kills it, the log stays)."""
+    print(f"[parbench] rank {rank} +{time.monotonic() - STARTED:.1f}s {message}", flush=True)
 
 
 class StepReporter:

@@ -22,15 +22,15 @@ from parbench.metrics.op_types import module_scopes, op_time_by_category, shares
 from parbench.metrics.timing import device_synchronize
 from parbench.models import build_model, count_params
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import Attention, FeedForward, Transformer
+from parbench.models.llama import Attention, FeedForward
 from parbench.models.moe import MoE
 from parbench.parallel import DistEnv
 from parbench.workloads.dtypes import torch_dtype
 from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
-from parbench.workloads.inference.model_parallel import PipelinedDecoder, shard_model
-from parbench.workloads.reporting import StepReporter
+from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
+from parbench.workloads.reporting import StepReporter, progress
 
 PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
@@ -50,7 +50,7 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
         return logits.argmax(dim=-1)
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: gloo's all_gather cannot write inference tensors (pytorch#126032)
 def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
              device: torch.device) -> tuple[BatchTiming, torch.Tensor]:
     """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len]."""
@@ -67,7 +67,7 @@ def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, o
     return BatchTiming([timing] * prompts.shape[0], times[-1]), torch.stack(generated, dim=1)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def generate_without_cache(decoder: PipelinedDecoder, prompts: torch.Tensor, output_len: int) -> torch.Tensor:
     """The reference: every step recomputes the whole sequence so far, no cache."""
     sequence = prompts
@@ -80,13 +80,14 @@ def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
     """The module -> op-type labels of the breakdown (nested labels: the innermost wins)."""
     labels = {Attention: "attention", FeedForward: "mlp", MoE: "mlp", torch.nn.RMSNorm: "norm",
               torch.nn.Embedding: "embedding"}
-    categories = {m: labels[type(m)] for root in decoder.modules() for m in root.modules() if type(m) in labels}
+    categories = {m: label for root in decoder.modules() for m in root.modules()
+                  for kind, label in labels.items() if isinstance(m, kind)}
     if decoder.head is not None:
         categories[decoder.head] = "lm_head"
     return categories
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
                    env: DistEnv, trace_dir: Path) -> dict[str, dict[str, float]]:
     """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces."""
@@ -109,48 +110,58 @@ def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Ten
 def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
-    torch.manual_seed(cfg.seed)  # every layout starts from the same weights
-    model: Transformer = build_model(cfg.model, env.device)
-    decoder = PipelinedDecoder(shard_model(model, env, dtype), env, dtype)
-    reset_peak_memory(env.device)  # the fp32 build is not part of serving
-    cache = KVCache(list(model.layers.keys()), w.input_len + w.output_len)
+    progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
+                       f"sharded on meta, materialised layer by layer on {env.device}")
+    start = time.perf_counter()
+    decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype)
+    build_s = time.perf_counter() - start
+    progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
+    reset_peak_memory(env.device)
+    cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
-    for i in range(w.warmup + w.repeats):
+    total = w.warmup + w.repeats
+    for i in range(total):
+        phase = "warmup" if i < w.warmup else "measure"
+        progress(env.rank, f"batch {i + 1}/{total} ({phase}): prefill {w.batch_size}x{w.input_len} tokens, "
+                           f"then {w.output_len - 1} decode steps")
         prompts = synthetic_prompts(cfg, i, env.device)
         timing, tokens = generate(decoder, cache, prompts, w.output_len, env.device)
-        phase = "warmup" if i < w.warmup else "measure"
         if phase == "measure":
             batches.append(timing)
             first_tokens = tokens if first_tokens is None else first_tokens
         request = timing.requests[0]
-        reporter.step(i, w.warmup + w.repeats, phase, ttft_s=request.ttft, e2e_s=request.e2e,
+        reporter.step(i, total, phase, ttft_s=request.ttft, e2e_s=request.e2e,
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
     job_dir = reporter.path.parent
-    results = native_results(cfg, env, decoder, cache, batches)
+    progress(env.rank, "gathering results over ranks")
+    results = native_results(cfg, env, decoder, cache, batches, build_s)
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
     if w.verify:
+        progress(env.rank, "verify: decoding the first measured batch again without the KV cache")
         reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
     if w.profile:
+        progress(env.rank, "profiling one batch (prefill and decode op breakdown)")
         shares = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env, job_dir)
         results["metrics"].update(op_share_metrics(shares))
         if env.is_main:
             results["artifacts"] += write_op_breakdown(shares, job_dir)
+    progress(env.rank, "done")
     return results
 
 
 def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: KVCache,
-                   batches: list[BatchTiming]) -> dict:
-    """Rank 0's latencies (what a client sees), memory as the max over ranks, MBU over all devices."""
+                   batches: list[BatchTiming], build_s: float) -> dict:
+    """Rank 0's latencies (what a client sees), memory and model build time as the max over ranks,
+    MBU over all devices."""
     w = cfg.workload
     gathered: list = [None] * env.world_size
-    memory = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
-              **peak_memory_gb(env.device)}
-    dist.all_gather_object(gathered, memory)
-    memory = {k: max(m[k] for m in gathered) for k in memory}
-    metrics = {**latency_metrics(batches, w.output_len), **memory}
+    per_rank = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
+                **peak_memory_gb(env.device), "model_build_s": build_s}
+    dist.all_gather_object(gathered, per_rank)
+    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m in gathered) for k in per_rank}}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
@@ -175,8 +186,13 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
 
 
-def check_fits(cfg: Config) -> None:
-    """Weights and KV cache alone must fit the device memory (activations come on top)."""
+def check_native(cfg: Config) -> None:
+    """Tensor parallel splits the vocabulary evenly; weights and KV cache alone must fit the device
+    memory (activations come on top)."""
+    tp = cfg.parallel.tp
+    if cfg.model.vocab % tp:
+        raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
+                          "engine splits the embedding and the output head evenly over the tp ranks")
     hw = cfg.hardware
     if not hw.memory_gb:
         return
@@ -188,4 +204,4 @@ def check_fits(cfg: Config) -> None:
                           f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
 
 
-ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_fits))
+ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_native))

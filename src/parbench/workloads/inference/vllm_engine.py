@@ -18,7 +18,7 @@ import torch
 from parbench.config import ConfigError
 from parbench.config.schema import Config, ModelConfig
 from parbench.metrics.memory import peak_memory_gb
-from parbench.models import build_model, count_params
+from parbench.models import build_initialized, build_model, count_params
 from parbench.parallel import DistEnv
 from parbench.workloads import all_ones
 from parbench.workloads.dtypes import torch_dtype
@@ -84,8 +84,7 @@ def export_hf_llama(m: ModelConfig, seed: int, dtype: torch.dtype, path: Path) -
     """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(seed)
-    state = {hf_name(k): v for k, v in build_model(m, "cpu").state_dict().items()}
+    state = {hf_name(k): v for k, v in build_initialized(m, seed, "cpu").state_dict().items()}
     config = LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
                          num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
                          head_dim=m.head_dim or m.hidden // m.heads, max_position_embeddings=m.max_seq_len,

@@ -1,0 +1,33 @@
+"""Compare the native inference engine's greedy tokens across the jobs of one sweep:
+    python benchmarks/compare_tokens.py SWEEP_DIR
+Each job (parallel=dp/tp/pp) prints its layout, the KV-cache-vs-recompute mismatches it counted
+(workload.verify=true) and whether its tokens equal the first finished job's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def layout(job: Path) -> str:
+    overrides = (job / ".hydra" / "overrides.yaml").read_text()
+    return overrides.split("parallel=")[1].split()[0] if "parallel=" in overrides else "default"
+
+
+def main(sweep: Path) -> None:
+    jobs = sorted(sweep.glob("[0-9]*"), key=lambda p: int(p.name))
+    finished = [j for j in jobs if (j / "results.json").exists()]
+    reference = json.loads((finished[0] / "generated_tokens.json").read_text()) if finished else None
+    for job in jobs:
+        if job not in finished:
+            print(f"{layout(job):4s} FAILED: see {job / 'worker.log'}")
+            continue
+        metrics = json.loads((job / "results.json").read_text())["metrics"]
+        same = json.loads((job / "generated_tokens.json").read_text()) == reference
+        print(f"{layout(job):4s} KV-cache decode vs recompute: {metrics['decode_mismatched_tokens']:.0f} mismatched "
+              f"tokens; tokens {'==' if same else '!='} {layout(finished[0])}'s")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
