@@ -25,10 +25,11 @@ sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.cs
 L1B=(model=llama3_2_1b model.tie_embeddings=false)
 case $SUITE in
   strategies)  # 2 GPUs: every strategy on one 1.5B model (ep on a 2.5B MoE), profiled for comm %
+    # DENSE / MOE narrow the layouts (MOE= skips the MoE sweep), e.g. DENSE=dp,fsdp,tp MOE= for issue 4's three.
     COMMON=(workload.seq_len=4096 workload.batch_size=4 workload.warmup_steps=3 workload.steps=14
             profile.enabled=true profile.wait=4 profile.warmup=1 profile.active_steps=3 "$@")
-    sweep dense "${L1B[@]}" parallel=dp,fsdp,tp,sp,pp,cp "${COMMON[@]}"
-    sweep moe model=moe_2_5b parallel=fsdp,ep "${COMMON[@]}"
+    sweep dense "${L1B[@]}" parallel="${DENSE:-dp,fsdp,tp,sp,pp,cp}" "${COMMON[@]}"
+    [ -n "${MOE-fsdp,ep}" ] && sweep moe model=moe_2_5b parallel="${MOE-fsdp,ep}" "${COMMON[@]}"
     ;;
   titan1b)  # 1 GPU: torchtitan's 1B comparison (seq 4096, batch 2, no AC), eager and compiled
     sweep titan1b "${L1B[@]}" hardware.gpus_per_node=1 workload.seq_len=4096 workload.batch_size=2 \
@@ -53,7 +54,7 @@ case $SUITE in
     for s in ${SWEEPS:-check input_len batch}; do
       case $s in
         check) sweep "check${TAG:+_$TAG}" workload=inference model=tiny workload.dtype=fp32 workload.verify=true \
-                 workload.input_len=64 workload.output_len=16 workload.repeats=1 launch.timeout_s=120 "${LAYOUTS[@]}"
+                 workload.input_len=64 workload.output_len=16 workload.repeats=1 launch.timeout_s=120 "${LAYOUTS[@]}" "$@"
                python benchmarks/compare_tokens.py "$W/check${TAG:+_$TAG}" | tee "$W/check${TAG:+_$TAG}.txt" ;;
         input_len) sweep "input_len${TAG:+_$TAG}" "${INF[@]}" workload.input_len="${INPUTS:-128,1024,8192}" workload.batch_size=1 "$@" ;;
         batch) sweep "batch${TAG:+_$TAG}" "${INF[@]}" workload.input_len=1024 workload.batch_size="${BATCHES:-1,8,32}" "$@" ;;
@@ -64,7 +65,7 @@ case $SUITE in
     CHECK=(model=tiny model.tie_embeddings=false workload.dtype=fp32 workload.lr=0.02 workload.warmup_steps=1
            workload.steps=4 workload.batch_size=4)
     sweep reference "${CHECK[@]}" hardware.gpus_per_node=1 parallel=dp
-    sweep layouts "${CHECK[@]}" parallel=tp,sp,cp,pp  # one batch per step, as the reference
+    sweep layouts "${CHECK[@]}" parallel=tp,sp,cp,pp hardware.gpus_per_node=2 "$@"  # one batch per step, as the reference
     python - "$W" <<'PY' | tee "$W/correctness.txt"
 import json, sys
 from pathlib import Path
