@@ -104,7 +104,7 @@ def plan(cfg: Config, dims: ParallelDims) -> dict:
         "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
         "memory_estimate_per_device_gb": estimate_train_memory_gb(
             cfg.model, counts, dims, local_batch(w, dims), w.seq_len, torch_dtype(w.dtype).itemsize,
-            w.activation_checkpointing),
+            w.activation_checkpointing, cfg.parallel.zero),
     }
 
 
