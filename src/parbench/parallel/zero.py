@@ -8,6 +8,7 @@ deepspeed is an optional extra; nothing here imports it until a zero strategy is
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 from typing import Any
 
@@ -83,8 +84,11 @@ def optimizer_config(cfg: Config) -> dict[str, Any]:
     use) unless parallel.zero.torch_adam=false picks DeepSpeed's compiled FusedAdam/DeepSpeedCPUAdam."""
     w, z = cfg.workload, cfg.parallel.zero
     params: dict[str, Any] = {"lr": w.lr}
-    if w.optimizer == "adamw" and z.torch_adam:
-        params.update(torch_adam=True, fused=True)
+    if w.optimizer == "adamw":
+        # torch's AdamW default, which the other strategies get; DeepSpeed's own Adams default to 0.
+        params["weight_decay"] = inspect.signature(torch.optim.AdamW).parameters["weight_decay"].default
+        if z.torch_adam:
+            params.update(torch_adam=True, fused=True)
     return {"type": OPTIMIZER_TYPES[w.optimizer], "params": params}
 
 
