@@ -118,9 +118,11 @@ def zero_optimization(z: ZeroConfig, device_type: str) -> dict[str, Any]:
 def deepspeed_config(cfg: Config, env: DistEnv) -> dict[str, Any]:
     """The DeepSpeed config dict of this job: one micro-batch per step, no gradient accumulation
     or clipping (as every parbench strategy), the workload's dtype."""
+    from parbench.workloads.train import local_batch  # the workloads import the strategies
+
     w, z = cfg.workload, cfg.parallel.zero
     config: dict[str, Any] = {
-        "train_micro_batch_size_per_gpu": w.batch_size,
+        "train_micro_batch_size_per_gpu": local_batch(w, env.dims),
         "gradient_accumulation_steps": 1,
         "steps_per_print": NEVER,
         "optimizer": optimizer_config(cfg),

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from parbench.config import ConfigError
@@ -28,7 +27,7 @@ from parbench.config.schema import Config, ParallelConfig
 from parbench.metrics import flops
 from parbench.models import build_model, count_params
 from parbench.models.llama import Attention
-from parbench.parallel import DistEnv, zero
+from parbench.parallel import DistEnv, token_cross_entropy, zero
 from parbench.parallel.dims import ParallelDims
 from parbench.workloads import WORKLOADS, WorkloadSpec, all_ones, check_fields
 from parbench.workloads.dtypes import torch_dtype
@@ -84,7 +83,7 @@ def profiled(cfg: Config, env: DistEnv, model: nn.Module, profile_file: Path) ->
     profiler.start_profile()
     with autocast:
         logits = model(tokens[:, :-1])
-    F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten()).backward()
+    token_cross_entropy(logits, tokens[:, 1:]).backward()
     profiler.stop_profile()
     total = profiler.get_total_flops()
     linear = sum(m.__flops__ for m in model.modules() if isinstance(m, nn.Linear))
