@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
-# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling
-# (see each below)
+# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling |
+# deepspeed   (see each below)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -76,6 +76,19 @@ for job in sorted((root / "layouts").glob("[0-9]*"), key=lambda p: int(p.name)):
     worst = max(abs(a - b) / abs(b) for a, b in zip(losses(job), ref))
     print(f"{name:6s} max relative loss difference vs 1 GPU over {len(ref)} steps: {worst:.2e}")
 PY
+    ;;
+  deepspeed)  # 2 GPUs: FSDP2 vs DeepSpeed ZeRO-2/3 on the 1.5B model, profiled for comm %; ZeRO-3 with
+    # CPU offload (unprofiled); DeepSpeed's flops profiler against parbench's FLOPs on 1 GPU.
+    # DeepSpeed from the wheelhouse that benchmarks/ds_wheelhouse.sh fills (no internet here).
+    python -c "import deepspeed" 2>/dev/null || pip install -q --no-index --find-links .whl deepspeed
+    python -c "import deepspeed; print('deepspeed', deepspeed.__version__)" | tee -a "$W/commands.txt"
+    COMMON=(workload.seq_len=4096 workload.batch_size=2 workload.warmup_steps=3 workload.steps=14
+            profile.enabled=true profile.wait=4 profile.warmup=1 profile.active_steps=3 "$@")
+    sweep zero "${L1B[@]}" parallel=fsdp,zero2,zero3 "${COMMON[@]}"
+    sweep offload "${L1B[@]}" parallel=zero3_offload workload.seq_len=4096 workload.batch_size=2 \
+      workload.warmup_steps=2 workload.steps=5 "$@"
+    sweep flops "${L1B[@]}" workload=flops_check hardware.gpus_per_node=1 workload.seq_len=4096 \
+      workload.batch_size=2 "$@"
     ;;
   micro)  # 2 GPUs: collectives, p2p, membw, matmul, tp_linear beside bare torch references
     bash benchmarks/microbench_gpu.sh "$W/results" 2>&1 | tee "$W/micro.log" | tail -20

@@ -51,6 +51,31 @@ class ModelConfig:
 
 
 @dataclass
+class ZeroConfig:
+    """DeepSpeed ZeRO over every rank (parallel=zero1/zero2/zero3/...; docs/deepspeed.md). stage null:
+    the torch-native strategies run instead. Sizes are in elements, as DeepSpeed counts them; the
+    defaults are DeepSpeed's own."""
+
+    stage: Optional[int] = None  # 0..3: the DeepSpeed engine with this ZeRO stage
+    offload_optimizer: bool = False  # optimizer states and step on the CPU (ZeRO-Offload)
+    offload_param: bool = False  # stage 3: parameters on the CPU too
+    pin_memory: bool = True  # page-locked host buffers for the offloaded tensors (faster copies)
+    reduce_bucket_size: int = 500_000_000
+    allgather_bucket_size: int = 500_000_000  # stages 1-2
+    overlap_comm: Optional[bool] = None  # null: DeepSpeed's default (true for stage 3, else false)
+    contiguous_gradients: bool = True
+    reduce_scatter: bool = True  # stages 1-2: reduce-scatter instead of all-reduce for gradients
+    stage3_prefetch_bucket_size: int = 50_000_000
+    stage3_param_persistence_threshold: int = 100_000  # smaller parameters stay unpartitioned
+    stage3_max_live_parameters: int = 1_000_000_000
+    # torch.optim.AdamW (fused) instead of DeepSpeed's FusedAdam / DeepSpeedCPUAdam, which compile
+    # C++/CUDA extensions on first use (minutes; nvcc on GPU). The offload variants are much slower
+    # with it (see docs/deepspeed.md).
+    torch_adam: bool = True
+    communication_data_type: Optional[str] = None  # null: the compute dtype; fp32 reduces like FSDP
+
+
+@dataclass
 class ParallelConfig:
     """Parallel degrees; their product is the world size. dp=-1 (or fsdp=-1) is inferred."""
 
@@ -67,6 +92,7 @@ class ParallelConfig:
     pp_stages_per_rank: int = 1
     fsdp_reshard_after_forward: bool = True
     cp_rotate: str = "allgather"  # allgather | alltoall (torch's context_parallel on GPU)
+    zero: ZeroConfig = field(default_factory=ZeroConfig)
 
 
 @dataclass

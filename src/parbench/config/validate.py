@@ -9,6 +9,7 @@ from parbench.metrics.timing import CI_METHODS
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.cp import CP_ROTATE_METHODS
 from parbench.parallel.dims import ParallelDims
+from parbench.parallel import zero
 from parbench.parallel.pp import MULTI_STAGE_SCHEDULES, SCHEDULES
 from parbench.workloads import WORKLOADS, job_layout
 
@@ -19,6 +20,7 @@ def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
     validate_hardware(cfg.hardware, gpus)
     dims = ParallelDims.from_config(*job_layout(cfg))
     validate_layout(cfg, dims)
+    zero.validate(cfg, dims)  # DeepSpeed: installed, and a layout its engine runs
     validate_measurement(cfg)
     WORKLOADS.get(cfg.workload.name).validate(cfg, dims)
     return dims

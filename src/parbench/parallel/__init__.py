@@ -86,12 +86,16 @@ class ParallelModel:
     under pipeline parallelism); `forward_backward(inputs, labels) -> loss` runs one step's
     forward and backward, and a strategy that changes how a step runs (pp) replaces it.
     `step_contexts` make the context managers (loss_parallel, context_parallel) that a step's
-    forward, loss and backward run inside: whoever sets forward_backward enters `step_context()`."""
+    forward, loss and backward run inside: whoever sets forward_backward enters `step_context()`.
+    A strategy whose engine owns the optimizer (DeepSpeed) sets `backward(loss)` and
+    `optimizer_step()` (the step, then zeroing the gradients); otherwise the workload builds one."""
 
     parts: list[nn.Module]
     forward_backward: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = token_cross_entropy
     handles_mixed_precision: bool = False
+    backward: Callable[[torch.Tensor], None] = torch.Tensor.backward
+    optimizer_step: Callable[[], None] | None = None
     # Measurements of the step just run, read after it (pp: bubble_pct), and figures the layout
     # fixes (pp: bubble_pct_theory); the train workload logs both.
     step_metrics: Callable[[], dict[str, float]] = dict
@@ -136,4 +140,4 @@ def parallelize(model: nn.Module, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # Importing the strategy modules registers them.
-from parbench.parallel import activation_checkpoint, compile, cp, dp, ep, fsdp, pp, tp  # noqa: E402,F401
+from parbench.parallel import activation_checkpoint, compile, cp, dp, ep, fsdp, pp, tp, zero  # noqa: E402,F401

@@ -5,14 +5,15 @@ from __future__ import annotations
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from parbench.config.schema import Config
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy, fsdp
+from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy, fsdp, zero
 from parbench.parallel.dims import ParallelDims
 
 
 def enabled(dims: ParallelDims, cfg: Config) -> bool:
     # Context-parallel ranks hold the same parameters too: their gradients are averaged as well.
-    # Where FSDP2 runs (fsdp > 1, or dp/cp replicas of tp-sharded parameters) it does this itself.
-    return dims.dp * dims.cp > 1 and not fsdp.enabled(dims, cfg)
+    # Where FSDP2 runs (fsdp > 1, or dp/cp replicas of tp-sharded parameters) or the DeepSpeed
+    # engine (parallel.zero.stage set), that does it instead.
+    return dims.dp * dims.cp > 1 and not fsdp.enabled(dims, cfg) and not zero.enabled(dims, cfg)
 
 
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:

@@ -85,4 +85,4 @@ def all_ones(parallel: ParallelConfig) -> ParallelConfig:
 
 
 # Importing the workload modules registers them.
-from parbench.workloads import inference, microbench, train  # noqa: E402,F401
+from parbench.workloads import flops_check, inference, microbench, train  # noqa: E402,F401

@@ -104,7 +104,7 @@ def plan(cfg: Config, dims: ParallelDims) -> dict:
         "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
         "memory_estimate_per_device_gb": estimate_train_memory_gb(
             cfg.model, counts, dims, local_batch(w, dims), w.seq_len, torch_dtype(w.dtype).itemsize,
-            w.activation_checkpointing),
+            w.activation_checkpointing, cfg.parallel.zero),
     }
 
 
@@ -139,7 +139,7 @@ def default_forward_backward(pmodel: ParallelModel, cfg: Config):
             if isinstance(loss, DTensor):  # loss_parallel: replicated over tp, the same on every rank
                 loss = loss.to_local()
             total = loss + aux_coef * moe_aux_loss(model) if aux_coef else loss
-            total.backward()
+            pmodel.backward(total)
         return loss.detach()
 
     return step
@@ -175,6 +175,15 @@ def build_optimizer(w: TrainWorkload, pmodel: ParallelModel) -> torch.optim.Opti
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=True)
 
 
+def optimizer_stepper(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
+    """One optimizer step, then the gradients cleared for the next."""
+    def step() -> None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
 def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]) -> None:
     """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling;
     flush() first records the steps still unread, as a real fault would find them recorded."""
@@ -191,7 +200,8 @@ def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     pmodel = build_parallel_model(cfg, env)
-    optimizer = build_optimizer(w, pmodel)
+    # A strategy whose engine owns the optimizer (DeepSpeed) brings its own step.
+    optimizer_step = pmodel.optimizer_step or optimizer_stepper(build_optimizer(w, pmodel))
     dtype = torch_dtype(w.dtype)
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
@@ -226,8 +236,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
             with clock.step():
                 with autocast:
                     loss = pmodel.forward_backward(inputs, labels)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                optimizer_step()
             dist.all_reduce(loss)  # mean over ranks = mean over the global batch
             unread_losses.append(loss)
             while len(unread_losses) > clock.lag:
@@ -236,7 +245,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     finally:  # a failing step still leaves the steps before it recorded
         read_all_steps()
     profiler.stop()
-    return train_results(cfg, env, step_times, losses, strategy_values, pmodel.metrics, profiler)
+    return train_results(cfg, env, step_times, losses, strategy_values, pmodel, profiler)
 
 
 def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
@@ -252,7 +261,7 @@ def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
 
 
 def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float],
-                  strategy_values: list[dict[str, float]], strategy_metrics: dict[str, float],
+                  strategy_values: list[dict[str, float]], pmodel: ParallelModel,
                   profiler: StepProfiler) -> dict:
     """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks.
     Steps the profiler ran in are left out of step_time_s (profile_overhead_ratio compares them)."""
@@ -284,9 +293,10 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
         **memory,
         **profiler.results(slowest),
         **over_ranks([values for _, _, values in gathered]),
-        **strategy_metrics,
+        **pmodel.metrics,
     }
-    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest}, "tags": profiler.tags}
+    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest},
+            "tags": {**profiler.tags, **pmodel.notes}}
 
 
 WORKLOADS.register("train")(WorkloadSpec(
