@@ -62,10 +62,11 @@ case $SUITE in
     done
     ;;
   correctness)  # 2 GPUs, fp32, tiny model: NCCL layouts reproduce the 1-GPU losses step by step
+    # seq 128: torch's ring attention over the fp32 (memory-efficient) kernel needs chunks of 32+ positions.
     CHECK=(model=tiny model.tie_embeddings=false workload.dtype=fp32 workload.lr=0.02 workload.warmup_steps=1
-           workload.steps=4 workload.batch_size=4)
+           workload.steps=4 workload.batch_size=4 workload.seq_len=128)
     sweep reference "${CHECK[@]}" hardware.gpus_per_node=1 parallel=dp
-    sweep layouts "${CHECK[@]}" parallel=tp,sp,cp,pp hardware.gpus_per_node=2 "$@"  # one batch per step, as the reference
+    sweep layouts "${CHECK[@]}" parallel="${LAYOUTS:-tp,sp,cp,pp}" hardware.gpus_per_node=2 "$@"  # one batch per step, as the reference
     python - "$W" <<'PY' | tee "$W/correctness.txt"
 import json, sys
 from pathlib import Path
@@ -84,11 +85,15 @@ PY
     python -c "import deepspeed; print('deepspeed', deepspeed.__version__)" | tee -a "$W/commands.txt"
     COMMON=(workload.seq_len=4096 workload.batch_size=2 workload.warmup_steps=3 workload.steps=14
             profile.enabled=true profile.wait=4 profile.warmup=1 profile.active_steps=3 "$@")
-    sweep zero "${L1B[@]}" parallel=fsdp,zero2,zero3 "${COMMON[@]}"
-    sweep offload "${L1B[@]}" parallel=zero3_offload workload.seq_len=4096 workload.batch_size=2 \
-      workload.warmup_steps=2 workload.steps=5 "$@"
-    sweep flops "${L1B[@]}" workload=flops_check hardware.gpus_per_node=1 workload.seq_len=4096 \
-      workload.batch_size=2 "$@"
+    for s in ${SWEEPS:-zero offload flops}; do  # SWEEPS narrows, e.g. SWEEPS=zero
+      case $s in
+        zero) sweep zero "${L1B[@]}" parallel=fsdp,zero2,zero3 "${COMMON[@]}" ;;
+        offload) sweep offload "${L1B[@]}" parallel=zero3_offload workload.seq_len=4096 workload.batch_size=2 \
+                   workload.warmup_steps=2 workload.steps=5 "$@" ;;
+        flops) sweep flops "${L1B[@]}" workload=flops_check hardware.gpus_per_node=1 workload.seq_len=4096 \
+                 workload.batch_size=2 "$@" ;;
+      esac
+    done
     ;;
   micro)  # 2 GPUs: collectives, p2p, membw, matmul, tp_linear beside bare torch references
     bash benchmarks/microbench_gpu.sh "$W/results" 2>&1 | tee "$W/micro.log" | tail -20
