@@ -117,6 +117,8 @@ def _sharded_build_rank(rank: int, world: int, port: int) -> None:
                     full = full.chunk(tp, dim=1 if name.endswith(("wo.weight", "w2.weight")) else 0)[rank]
                 assert torch.equal(p, full), (tp, pp, name)
             torch.testing.assert_close(model.rope_cos, reference.rope_cos)
+            half = build_shard(TINY, 5, env, torch.bfloat16)  # every weight in the dtype asked, shards too
+            assert {p.dtype for p in half.parameters()} == {torch.bfloat16}, (tp, pp)
             decoder = PipelinedDecoder(model, env, torch.float32)
             prompts = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(0))  # same on both
             collectives = decode_step_collectives(decoder, prompts)

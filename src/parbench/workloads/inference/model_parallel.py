@@ -138,10 +138,10 @@ def to_inference_dtype(model: Transformer, dtype: torch.dtype) -> Transformer:
 def shard_model(model: Transformer, env: DistEnv, dtype: torch.dtype) -> Transformer:
     """This rank's stage of the model, its layers tensor-parallel over the tp mesh."""
     model = split_stage(model, env.mesh["pp"].get_local_rank(), env.dims.pp)
-    model = to_inference_dtype(model, dtype).eval()
     if env.dims.tp > 1:
         tensor_parallel(model, env.mesh["tp"].get_group())
-    return model
+    # After the tp swap: its shard modules are created in the default dtype.
+    return to_inference_dtype(model, dtype).eval()
 
 
 def build_shard(model_cfg: ModelConfig, seed: int, env: DistEnv, dtype: torch.dtype) -> Transformer:
