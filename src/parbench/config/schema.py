@@ -52,7 +52,7 @@ class ModelConfig:
 
 @dataclass
 class ZeroConfig:
-    """DeepSpeed ZeRO over every rank (parallel=zero1/zero2/zero3/...; docs/deepspeed.md). stage null:
+    """DeepSpeed ZeRO over every rank (parallel=zero1/zero2/zero3/...; README: DeepSpeed ZeRO). stage null:
     the torch-native strategies run instead. Sizes are in elements, as DeepSpeed counts them; the
     defaults are DeepSpeed's own."""
 
@@ -70,7 +70,7 @@ class ZeroConfig:
     stage3_max_live_parameters: int = 1_000_000_000
     # torch.optim.AdamW (fused) instead of DeepSpeed's FusedAdam / DeepSpeedCPUAdam, which compile
     # C++/CUDA extensions on first use (minutes; nvcc on GPU). The offload variants are much slower
-    # with it (see docs/deepspeed.md).
+    # with it (see README: DeepSpeed ZeRO).
     torch_adam: bool = True
     communication_data_type: Optional[str] = None  # null: the compute dtype; fp32 reduces like FSDP
 
