@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -17,6 +18,21 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "meta") -> nn.Mod
     """Build the model; on the meta device nothing is allocated (for planning and sharded init)."""
     with torch.device(device):
         return MODEL_FAMILIES.get(cfg.family)(cfg)
+
+
+@torch.no_grad()
+def init_dense(module: nn.Module, init_weight: Callable[[torch.Tensor], object]) -> bool:
+    """Linear and Embedding: init_weight(weight), zero bias; RMSNorm and LayerNorm: weight 1,
+    bias 0. False for any other module (left to the caller)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        init_weight(module.weight)
+    elif isinstance(module, (nn.RMSNorm, nn.LayerNorm)):
+        nn.init.ones_(module.weight)
+    else:
+        return False
+    if getattr(module, "bias", None) is not None:
+        nn.init.zeros_(module.bias)
+    return True
 
 
 def to_empty_keeping_ties(model: nn.Module, device: str | torch.device) -> None:

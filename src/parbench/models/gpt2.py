@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models import MODEL_FAMILIES
+from parbench.models import MODEL_FAMILIES, init_dense
 from parbench.models.llama import INIT_STD, Attention
 
 
@@ -51,13 +53,7 @@ class GPT2(nn.Module):
     @torch.no_grad()
     def init_weights(self) -> None:
         for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=INIT_STD)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+            init_dense(module, partial(nn.init.normal_, std=INIT_STD))
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         if self.tok_embeddings is not None:

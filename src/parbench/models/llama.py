@@ -4,12 +4,14 @@ TP/FSDP plans read the same."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models import MODEL_FAMILIES
+from parbench.models import MODEL_FAMILIES, init_dense
 from parbench.models.kv_cache import KVCache, LayerKVCache, cached_causal_attention
 from parbench.models.moe import MoE
 
@@ -103,13 +105,7 @@ class TransformerBlock(nn.Module):
 def init_module(module: nn.Module) -> None:
     """One module's share of the seeded initialisation, in the order Transformer.modules() visits
     them (an MoE initialises its experts' stacked weights, which belong to a child)."""
-    if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.trunc_normal_(module.weight, std=INIT_STD)
-        if getattr(module, "bias", None) is not None:
-            nn.init.zeros_(module.bias)
-    elif isinstance(module, nn.RMSNorm):
-        nn.init.ones_(module.weight)
-    elif isinstance(module, MoE):
+    if not init_dense(module, partial(nn.init.trunc_normal_, std=INIT_STD)) and isinstance(module, MoE):
         module.init_weights(INIT_STD)
 
 
