@@ -133,7 +133,9 @@ class ProfileConfig:
     wait: int = 0  # measured steps before the profiler starts
     warmup: int = 1  # steps the profiler runs but discards (keeps its start-up out of the trace)
     active_steps: int = 3  # steps traced and analysed
-    record_shapes: bool = True  # input sizes: collective bytes on gloo, shapes in the trace
+    # Input shapes in the trace. null: on CPU only, where gloo's collective sizes come from them
+    # (NCCL kernels carry their sizes); recording them costs host time per op.
+    record_shapes: Optional[bool] = None
     layer_ranges: bool = True  # a profiler range per model layer, for the per-layer table
     memory_timeline: bool = False  # CUDA allocator history over the window (GPU only; slows steps)
     plots: bool = True  # PNG breakdown, op-share and layer heatmap artifacts

@@ -101,6 +101,12 @@ class StepProfiler:
         self.tags: dict[str, str] = {}
 
     @property
+    def record_shapes(self) -> bool:
+        if self.cfg.record_shapes is not None:
+            return self.cfg.record_shapes
+        return self.env.device.type != "cuda"
+
+    @property
     def enabled(self) -> bool:
         return self.cfg.enabled
 
@@ -116,7 +122,7 @@ class StepProfiler:
         trace_path(self.job_dir, self.env.rank).parent.mkdir(parents=True, exist_ok=True)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.env.device.type == "cuda" else [])
         self._prof = torch.profiler.profile(
-            activities=activities, record_shapes=self.cfg.record_shapes,
+            activities=activities, record_shapes=self.record_shapes,
             schedule=schedule(skip_first=self.first_loop_step, wait=0, warmup=self.cfg.warmup,
                               active=self.cfg.active_steps, repeat=1),
             on_trace_ready=self._save_trace)
