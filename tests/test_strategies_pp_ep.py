@@ -84,6 +84,17 @@ def test_four_rank_compositions_match_single_process(cli):
     assert cli.losses() == pytest.approx(moe, rel=LOSS_RTOL)
 
 
+@pytest.mark.slow
+def test_3d_dp_tp_pp_on_eight_ranks_matches_single_process(cli):
+    """dp 2 x tp 2 x pp 2 on one mesh (8 gloo ranks): the single process's 4 sequences per step,
+    2 per data-parallel rank, one per microbatch, with SGD so that a mis-scaled gradient shows."""
+    dense = reference_losses(cli, *SGD, "model.layers=4", "workload.batch_size=4")
+    cli.run(*SGD, "hardware.gpus_per_node=8", "parallel=3d", "model.layers=4", "workload.global_batch_size=4",
+            "parallel.pp_microbatches=2")
+    assert cli.losses() == pytest.approx(dense, rel=LOSS_RTOL)
+    assert_bubble_logged(cli.results(), 1 / 3)
+
+
 @pytest.mark.parametrize("overrides, message", [
     (("parallel=pp", "parallel.pp_schedule=interleaved_1f1b"), "pp_stages_per_rank>=2"),
     (("parallel=pp", "parallel.pp_schedule=1f1b", "parallel.pp_microbatches=1", "workload.batch_size=1"),
