@@ -14,6 +14,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.tensor import DTensor
 
 from parbench.config.schema import Config, ParallelConfig
 from parbench.parallel.dims import MESH_DIMS, ParallelDims
@@ -76,8 +77,10 @@ def single_process_env(cfg: Config) -> DistEnv:
 
 
 def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean next-token loss over [batch, seq, vocab] logits, computed in fp32."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+    """Mean next-token loss over [batch, seq, vocab] logits, computed in fp32. Vocab-parallel
+    logits (tp, inside loss_parallel) give a replicated DTensor: its local value is the loss."""
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
+    return loss.to_local() if isinstance(loss, DTensor) else loss
 
 
 @dataclass

@@ -123,8 +123,9 @@ class PipelineRunner:
             self.schedule = self.build_schedule()
         losses: list[torch.Tensor] = []
         self.timer.begin()
-        self.schedule.step(*([inputs] if self.holds_first else []),
-                           target=labels if self.holds_last else None, losses=losses, return_outputs=False)
+        with self.pmodel.step_context():  # loss_parallel under tp: the last stage's loss and backward
+            self.schedule.step(*([inputs] if self.holds_first else []),
+                               target=labels if self.holds_last else None, losses=losses, return_outputs=False)
         self.timer.end()
         loss = (torch.stack(losses).mean().detach() if self.holds_last
                 else torch.zeros((), device=self.env.device))

@@ -136,8 +136,6 @@ def default_forward_backward(pmodel: ParallelModel, cfg: Config):
         with pmodel.step_context():
             logits = model(inputs)
             loss = pmodel.loss_fn(logits, labels)
-            if isinstance(loss, DTensor):  # loss_parallel: replicated over tp, the same on every rank
-                loss = loss.to_local()
             total = loss + aux_coef * moe_aux_loss(model) if aux_coef else loss
             pmodel.backward(total)
         return loss.detach()
