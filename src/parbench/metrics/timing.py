@@ -53,47 +53,43 @@ class StepClock:
 
 class BusyTimer:
     """Time spent inside wrapped calls between begin() and end(), against that span: the idle
-    fraction. On GPU the marks are CUDA events on the current stream (no synchronisation).
+    fraction, from DeviceIntervals (CUDA events on the current stream: no synchronisation).
     Spans queue up: idle_fraction() reads the oldest unread one, once the device has finished
     it (StepClock.read() of the same step waits for that)."""
 
     def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self._busy: list[tuple] = []
-        self._start = None
-        self._spans: collections.deque[tuple[list[tuple], tuple]] = collections.deque()
+        self.device = device
+        self._busy: list[DeviceInterval] = []
+        self._span: DeviceInterval | None = None
+        self._spans: collections.deque[tuple[list[DeviceInterval], DeviceInterval]] = collections.deque()
 
-    def _mark(self):
-        if not self.cuda:
-            return time.perf_counter()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    def _seconds(self, start, end) -> float:
-        return start.elapsed_time(end) / 1e3 if self.cuda else end - start
+    def _started(self) -> DeviceInterval:
+        interval = DeviceInterval(self.device)
+        interval.start()
+        return interval
 
     def wrap(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
         def timed(*args, **kwargs):
-            start = self._mark()
+            interval = self._started()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._busy.append((start, self._mark()))
+                interval.stop()
+                self._busy.append(interval)
         return timed
 
     def begin(self) -> None:
         self._busy = []
-        self._start = self._mark()
+        self._span = self._started()
 
     def end(self) -> None:
-        self._spans.append((self._busy, (self._start, self._mark())))
+        self._span.stop()
+        self._spans.append((self._busy, self._span))
 
     def idle_fraction(self) -> float:
-        busy_marks, span = self._spans.popleft()
-        busy = sum(self._seconds(start, end) for start, end in busy_marks)
-        return max(0.0, 1.0 - busy / self._seconds(*span))
+        busy, span = self._spans.popleft()
+        return max(0.0, 1.0 - sum(i.seconds() for i in busy) / span.seconds())
 
 
 def percentile(values: list[float], q: float) -> float:
