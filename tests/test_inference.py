@@ -48,6 +48,26 @@ def test_cached_forward_matches_full_forward_in_chunks():
         model(tokens[:, :1], cache=cache)
 
 
+def test_static_shape_decode_matches_full_forward():
+    """The CUDA-graph path's attention: each one-token step writes at a position tensor and attends
+    over the whole cache buffers with later positions masked (shapes fixed), after a normal prefill."""
+    torch.manual_seed(0)
+    model = build_model(TINY, "cpu").eval()
+    tokens = torch.randint(0, TINY.vocab, (2, 12))
+    cache = KVCache(list(model.layers.keys()), max_len=12)
+    position = torch.zeros(1, dtype=torch.long)
+    with torch.inference_mode():
+        full = model(tokens)
+        pieces = [model(tokens[:, :5], cache=cache)]
+        cache.use_position(position)
+        for i in range(5, 12):
+            position.fill_(cache.length)
+            pieces.append(model(tokens[:, i:i + 1], positions=position, cache=cache))
+            cache.advance(1)
+    assert cache.length == 12
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
 def test_piecewise_build_gives_the_whole_models_weights_and_never_holds_it():
     """Materialised piece by piece (one layer at a time), the model gets exactly the seeded weights
     of the whole model, tied ones tied; at no point is more than one piece of it on the device."""
@@ -199,6 +219,8 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
     proc = cli.run("workload=inference", "parallel=tp", "model.vocab=511", "dry_run=true", check=False)
     assert proc.returncode == 2 and "model.vocab=511 is not divisible by parallel.tp=2" in proc.stderr
+    proc = cli.run("workload=inference", "workload.cuda_graph=true", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "workload.cuda_graph=true needs a CUDA device" in proc.stderr
     # Without vLLM installed, every vllm config is refused first with the install command.
     vllm_installed = importlib.util.find_spec("vllm") is not None
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)

@@ -1,7 +1,12 @@
 """Key/value cache for autoregressive decoding: one preallocated buffer pair per attention layer.
 
 Buffers are allocated on the first write, from the shapes the layer produces, so a layer under
-tensor parallelism caches only its own heads and a pipeline stage only its own layers."""
+tensor parallelism caches only its own heads and a pipeline stage only its own layers.
+
+Two ways to decode: by default each step attends over the filled part of the buffers (shapes
+grow with the sequence); with a position tensor set (`KVCache.use_position`), a one-token step
+writes at that position and attends over the whole buffers with positions past it masked, so
+every step has the same shapes and can be captured once as a CUDA graph and replayed."""
 
 from __future__ import annotations
 
@@ -18,6 +23,16 @@ class LayerKVCache:
         self.length = 0
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
+        self.position: torch.Tensor | None = None  # [1] on the device: the static-shape decode position
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Cache this call's k/v [batch, kv_heads, new, head_dim] and attend q over the sequence so far."""
+        if self.position is None:
+            return cached_causal_attention(q, *self.update(k, v))
+        self.k.index_copy_(2, self.position, k)
+        self.v.index_copy_(2, self.position, v)
+        visible = (torch.arange(self.max_len, device=q.device) <= self.position)[None]  # [1 query, keys]
+        return cached_causal_attention(q, self.k, self.v, visible)
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append k/v [batch, kv_heads, new, head_dim]; return every cached position so far."""
@@ -58,6 +73,16 @@ class KVCache:
         for cache in self.layers.values():
             cache.length = 0
 
+    def use_position(self, position: torch.Tensor | None) -> None:
+        """Static-shape decoding at the device-side `position` [1] (None: back to growing shapes)."""
+        for cache in self.layers.values():
+            cache.position = position
+
+    def advance(self, new: int) -> None:
+        """Count `new` positions written through the static path (which leaves `length` alone)."""
+        for cache in self.layers.values():
+            cache.length += new
+
     def nbytes(self) -> int:
         """Bytes allocated for the whole cache (max_len positions)."""
         return sum(cache.nbytes() for cache in self.layers.values())
@@ -67,13 +92,17 @@ class KVCache:
         return sum(c.nbytes() // c.max_len for c in self.layers.values() if c.k is not None)
 
 
-def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                            visible: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of the newest q positions over all cached keys: causal aligned to the end
-    (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries)."""
+    (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries).
+    `visible` [1, k_len] (bool): the keys one new token may see, for the static-shape path."""
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1:
         k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
     q_len, k_len = q.shape[2], k.shape[2]
+    if visible is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     if q_len == 1:  # one new token sees every cached position

@@ -12,7 +12,7 @@ from torch import nn
 
 from parbench.config.schema import ModelConfig
 from parbench.models import MODEL_FAMILIES, init_dense
-from parbench.models.kv_cache import KVCache, LayerKVCache, cached_causal_attention
+from parbench.models.kv_cache import KVCache, LayerKVCache
 from parbench.models.moe import MoE
 
 INIT_STD = 0.02
@@ -70,7 +70,7 @@ class Attention(nn.Module):
         if cache is None:
             out = self.attention_fn(q, k, v)
         else:  # decoding: attend over every cached position, this call's included
-            out = cached_causal_attention(q, *cache.update(k, v))
+            out = cache.attend(q, k, v)
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 

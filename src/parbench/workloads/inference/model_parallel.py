@@ -14,6 +14,9 @@ broadcasts them over the pipeline group, so every rank (rank 0 included) holds t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -25,6 +28,7 @@ from parbench.models.kv_cache import KVCache
 from parbench.models.llama import FeedForward, Transformer, init_module
 from parbench.parallel import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
+from parbench.workloads.inference.cuda_graph import DecodeGraph
 
 
 class VocabParallelEmbedding(nn.Embedding):
@@ -159,7 +163,7 @@ def build_shard(model_cfg: ModelConfig, seed: int, env: DistEnv, dtype: torch.dt
 class PipelinedDecoder:
     """Runs one forward of the sharded model over the pipeline and returns the sampled tokens."""
 
-    def __init__(self, model: Transformer, env: DistEnv, dtype: torch.dtype):
+    def __init__(self, model: Transformer, env: DistEnv, dtype: torch.dtype, cuda_graph: bool = False):
         self.model, self.hidden, self.dtype = model, model.cfg.hidden, dtype
         self.device_type = env.device.type
         # The head runs on the last position only, as in vLLM: a prefill would otherwise
@@ -170,26 +174,50 @@ class PipelinedDecoder:
         self.group = pp.get_group()
         self.stage, self.stages = pp.get_local_rank(), env.dims.pp
         self.ranks = [dist.get_global_rank(self.group, i) for i in range(self.stages)]
+        # One-token decode steps replay a captured graph of this stage's compute; the pipeline's
+        # send/recv/broadcast stay outside it.
+        self.graph = DecodeGraph(self.compute) if cuda_graph else None
 
-    def step(self, tokens: torch.Tensor, cache: KVCache, sample) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, cache: KVCache | None, sample) -> torch.Tensor:
         """tokens [batch, seq] (the same on every rank) -> next tokens [batch] on every rank."""
         batch, seq = tokens.shape
         hidden_shape = (batch, seq, self.hidden)  # what every stage but the last sends on
         if self.stage == 0:
-            h = self.model(tokens, cache=cache)
+            x = tokens
         else:
-            received = torch.empty(hidden_shape, dtype=self.dtype, device=tokens.device)
-            dist.recv(received, src=self.ranks[self.stage - 1], group=self.group)
-            h = self.model(received, cache=cache)
+            x = torch.empty(hidden_shape, dtype=self.dtype, device=tokens.device)
+            dist.recv(x, src=self.ranks[self.stage - 1], group=self.group)
+        if self.graph is not None and cache is not None and seq == 1 and cache.length > 0:
+            out = self.graph(x, cache, sample)
+        else:
+            out = self.compute(x, cache, sample)
         if self.stage < self.stages - 1:
-            self.check_sent(h, hidden_shape)
-            dist.send(h.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
+            self.check_sent(out, hidden_shape)
+            dist.send(out.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
             next_tokens = torch.empty(batch, dtype=torch.long, device=tokens.device)
         else:
-            next_tokens = sample(self.head(self.norm(h[:, -1:]))[:, -1])
+            next_tokens = out
         if self.stages > 1:
             dist.broadcast(next_tokens, src=self.ranks[-1], group=self.group)
         return next_tokens
+
+    def compute(self, x: torch.Tensor, cache: KVCache | None, sample,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        """This stage's part of one forward: the hidden states it sends on, or on the last stage
+        the sampled tokens."""
+        h = self.model(x, positions=positions, cache=cache)
+        if self.stage < self.stages - 1:
+            return h
+        return sample(self.head(self.norm(h[:, -1:]))[:, -1])
+
+    @contextmanager
+    def launching_op_by_op(self) -> Iterator[None]:
+        """Decode without the CUDA graph inside the block."""
+        graph, self.graph = self.graph, None
+        try:
+            yield
+        finally:
+            self.graph = graph
 
     def check_sent(self, h: torch.Tensor, shape: tuple[int, ...]) -> None:
         """The next stage receives `shape` in self.dtype: NCCL would hang or corrupt on anything else."""

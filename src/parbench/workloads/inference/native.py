@@ -90,12 +90,13 @@ def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
 @torch.no_grad()
 def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
                    env: DistEnv, trace_dir: Path) -> dict[str, dict[str, float]]:
-    """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces."""
+    """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces.
+    Decode runs op by op here: a graph replay has no module scopes to attribute its kernels to."""
     on_device = env.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
     profs: dict[str, profile] = {}
     cache.reset()
-    with module_scopes(op_categories(decoder)):
+    with module_scopes(op_categories(decoder)), decoder.launching_op_by_op():
         with profile(activities=activities) as profs["prefill"]:
             tokens = decoder.step(prompts, cache, greedy).cpu()
         with profile(activities=activities) as profs["decode"]:
@@ -111,9 +112,11 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
     progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
-                       f"sharded on meta, materialised layer by layer on {env.device}")
+                       f"sharded on meta, materialised layer by layer on {env.device}; decode steps "
+                       f"{'as a CUDA graph' if uses_cuda_graph(cfg) else 'launched op by op'}")
     start = time.perf_counter()
-    decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype)
+    decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype,
+                               cuda_graph=uses_cuda_graph(cfg))
     build_s = time.perf_counter() - start
     progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
     reset_peak_memory(env.device)
@@ -186,9 +189,20 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
 
 
+def uses_cuda_graph(cfg: Config) -> bool:
+    """workload.cuda_graph, with null meaning: on CUDA for dense models (MoE routing has
+    data-dependent shapes, which a graph cannot replay)."""
+    graph = cfg.workload.cuda_graph
+    return graph if graph is not None else cfg.hardware.device_type == "cuda" and not cfg.model.experts
+
+
 def check_native(cfg: Config) -> None:
-    """Tensor parallel splits the vocabulary evenly; weights and KV cache alone must fit the device
-    memory (activations come on top)."""
+    """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model;
+    weights and KV cache alone must fit the device memory (activations come on top)."""
+    if cfg.workload.cuda_graph and (cfg.hardware.device_type != "cuda" or cfg.model.experts):
+        raise ConfigError(f"workload.cuda_graph=true needs a CUDA device and a dense model (got "
+                          f"{cfg.hardware.device_type}, {cfg.model.experts} experts): set workload.cuda_graph=false "
+                          "or null (on where it can be)")
     tp = cfg.parallel.tp
     if cfg.model.vocab % tp:
         raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
