@@ -40,6 +40,7 @@ def check(*overrides: str, gpus=(), launching: bool = True):
     (["workload.seq_len=1024"], "exceeds model.max_seq_len=256"),
     (["workload.dtype=fp8"], "workload.dtype='fp8'"),
     (["parallel.sp=true"], "parallel.sp=true needs parallel.tp > 1"),
+    (["model=tiny_moe", "workload.compile=true"], "workload.compile=true with an MoE model"),
     (["model.heads=4", "model.kv_heads=3"], "not a multiple of model.kv_heads=3"),
     (["workload.global_batch_size=3"], "workload.global_batch_size=3 must be a positive multiple of the "
                                        "data-parallel degree dp*fsdp=2"),

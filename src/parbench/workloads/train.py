@@ -68,6 +68,10 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     if w.init == "meta" and dims.dp > 1 and dims.fsdp == 1:
         raise ConfigError(f"workload.init=meta with DDP (parallel.dp={dims.dp}, fsdp=1): DDP broadcasts "
                           "materialised weights; use workload.init=full or shard with parallel.fsdp")
+    if w.compile and cfg.model.experts:
+        raise ConfigError(f"workload.compile=true with an MoE model ({cfg.model.experts} experts): the dropless "
+                          "dispatch sizes its per-expert splits from the routing (data-dependent), which a "
+                          "full-graph block compile cannot trace; set workload.compile=false")
     if w.seq_len > cfg.model.max_seq_len:
         raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
                           "shorten the sequence or raise model.max_seq_len")
