@@ -220,7 +220,7 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     proc = cli.run("workload=inference", "parallel=tp", "model.vocab=511", "dry_run=true", check=False)
     assert proc.returncode == 2 and "model.vocab=511 is not divisible by parallel.tp=2" in proc.stderr
     proc = cli.run("workload=inference", "workload.cuda_graph=true", "dry_run=true", check=False)
-    assert proc.returncode == 2 and "workload.cuda_graph=true needs a CUDA device" in proc.stderr
+    assert proc.returncode == 2 and "workload.cuda_graph=true cannot run: it needs a CUDA device" in proc.stderr
     # Without vLLM installed, every vllm config is refused first with the install command.
     vllm_installed = importlib.util.find_spec("vllm") is not None
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)

@@ -189,20 +189,31 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
 
 
+def cuda_graph_blocker(cfg: Config) -> str | None:
+    """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
+    shapes, which a graph cannot replay; a capture between pipeline transfers hung on 2x H200."""
+    if cfg.hardware.device_type != "cuda":
+        return f"it needs a CUDA device (got {cfg.hardware.device_type})"
+    if cfg.model.experts:
+        return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
+    if cfg.parallel.pp > 1:
+        return f"pipeline stages (parallel.pp={cfg.parallel.pp}) decode op by op"
+    return None
+
+
 def uses_cuda_graph(cfg: Config) -> bool:
-    """workload.cuda_graph, with null meaning: on CUDA for dense models (MoE routing has
-    data-dependent shapes, which a graph cannot replay)."""
+    """workload.cuda_graph, with null meaning: wherever it can run."""
     graph = cfg.workload.cuda_graph
-    return graph if graph is not None else cfg.hardware.device_type == "cuda" and not cfg.model.experts
+    return graph if graph is not None else cuda_graph_blocker(cfg) is None
 
 
 def check_native(cfg: Config) -> None:
     """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model;
     weights and KV cache alone must fit the device memory (activations come on top)."""
-    if cfg.workload.cuda_graph and (cfg.hardware.device_type != "cuda" or cfg.model.experts):
-        raise ConfigError(f"workload.cuda_graph=true needs a CUDA device and a dense model (got "
-                          f"{cfg.hardware.device_type}, {cfg.model.experts} experts): set workload.cuda_graph=false "
-                          "or null (on where it can be)")
+    blocker = cuda_graph_blocker(cfg)
+    if cfg.workload.cuda_graph and blocker:
+        raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false "
+                          "or null (on wherever it can run)")
     tp = cfg.parallel.tp
     if cfg.model.vocab % tp:
         raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
