@@ -37,6 +37,14 @@ class DecodeGraph:
         cache.advance(1)
         return self.output
 
+    def release(self) -> None:
+        """Free the captured graph: NCCL cannot destroy a communicator while a graph that
+        captured its collectives lives (the rank's teardown hung without this)."""
+        if self.graph is not None:
+            torch.cuda.synchronize()
+            self.graph.reset()
+            self.graph = self.input = self.output = self.position = None
+
     def capture(self, x: torch.Tensor, cache: KVCache, sample) -> None:
         """Warm up on a side stream (lazy initialisations must not be captured), then capture.
         Both write this step's k/v at its position, which the first replay writes again."""

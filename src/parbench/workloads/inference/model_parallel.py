@@ -210,6 +210,10 @@ class PipelinedDecoder:
             return h
         return sample(self.head(self.norm(h[:, -1:]))[:, -1])
 
+    def release_graph(self) -> None:
+        if self.graph is not None:
+            self.graph.release()
+
     @contextmanager
     def launching_op_by_op(self) -> Iterator[None]:
         """Decode without the CUDA graph inside the block."""

@@ -119,6 +119,15 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                                cuda_graph=uses_cuda_graph(cfg))
     build_s = time.perf_counter() - start
     progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
+    try:
+        return measure(cfg, env, reporter, decoder, build_s)
+    finally:
+        decoder.release_graph()
+
+
+def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: PipelinedDecoder, build_s: float) -> dict:
+    """Warm-up and measured batches, then the optional verify and profile passes."""
+    w = cfg.workload
     reset_peak_memory(env.device)
     cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
@@ -138,6 +147,7 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     job_dir = reporter.path.parent
     progress(env.rank, "gathering results over ranks")
     results = native_results(cfg, env, decoder, cache, batches, build_s)
+    results["tags"]["decode_steps"] = "cuda_graph" if decoder.graph is not None else "op_by_op"
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
@@ -191,13 +201,13 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
 
 def cuda_graph_blocker(cfg: Config) -> str | None:
     """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
-    shapes, which a graph cannot replay; a capture between pipeline transfers hung on 2x H200."""
+    shapes, which a graph cannot replay."""
     if cfg.hardware.device_type != "cuda":
         return f"it needs a CUDA device (got {cfg.hardware.device_type})"
     if cfg.model.experts:
         return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
     if cfg.parallel.pp > 1:
-        return f"pipeline stages (parallel.pp={cfg.parallel.pp}) decode op by op"
+        return f"pipeline stages (parallel.pp={cfg.parallel.pp}) decode op by op (capture not verified on GPU yet)"
     return None
 
 
