@@ -262,7 +262,7 @@ def sweep_frame() -> pd.DataFrame:
                              **{f"params.{k}": "x" for k in ("workload.engine", "workload.dtype", "model.name",
                                                              "hardware.name", "workload.output_len")},
                              "params.workload.input_len": str(length), "params.workload.batch_size": str(batch),
-                             "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
+                             "params.workload.cuda_graph": "False", "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
                              "metrics.tpot_s_p50": 0.02 * (1.25 if tp == 2 else 1),
                              "metrics.output_tokens_per_s": batch * 16 / (single_ttft + 0.5) * (1.5 if tp == 2 else 1)})
     return pd.DataFrame(rows)
@@ -274,6 +274,9 @@ def test_scaling_table_and_plots(tmp_path):
     assert len(table) == 6
     assert table["overhead_pct_tpot_s_p50"].to_numpy() == pytest.approx(25.0)
     assert table["scaling_efficiency"].to_numpy() == pytest.approx(0.75)
+    # A CUDA-graph decode is not compared with one launched op by op.
+    graphed = runs.assign(**{"params.workload.cuda_graph": np.where(runs["tp"] == 1, "True", "False")})
+    assert scaling_table(graphed).empty
     x = np.array([128.0, 512, 2048, 4096])
     curve = fit_curve(x, 1e-4 * x + 1e-8 * x**2)
     assert curve(1024) == pytest.approx(1e-4 * 1024 + 1e-8 * 1024**2, rel=1e-6)

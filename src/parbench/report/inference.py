@@ -18,7 +18,8 @@ from parbench.tracking.store import Store  # noqa: E402
 
 # Runs that differ only in the layout are compared: these params must match.
 SAME_REQUEST = ("params.workload.engine", "params.workload.input_len", "params.workload.output_len",
-                "params.workload.batch_size", "params.workload.dtype", "params.model.name", "params.hardware.name")
+                "params.workload.batch_size", "params.workload.dtype", "params.workload.cuda_graph",
+                "params.model.name", "params.hardware.name")
 # (metric, lower is better): overhead % = layout / single device - 1, sign so that + is worse.
 COMPARED = (("ttft_s_p50", True), ("tpot_s_p50", True), ("e2e_s_p50", True), ("output_tokens_per_s", False))
 SCALING_CSV = "inference_scaling.csv"
@@ -48,7 +49,8 @@ def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:
     for _, run in runs[runs["devices"] > 1].iterrows():
         match = baselines
         for key in SAME_REQUEST:
-            match = match[match[key] == run[key]]
+            if key in runs:  # runs logged before a param existed lack its column
+                match = match[match[key] == run[key]]
         if match.empty:
             continue
         base = match.iloc[-1]

@@ -43,7 +43,7 @@ class InferenceWorkload:
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
     profile: bool = True  # one extra batch under torch.profiler: op-type shares of prefill and decode
     verify: bool = False  # native: decode the first measured batch again without the KV cache, count mismatches
-    cuda_graph: Optional[bool] = None  # native decode steps as a replayed CUDA graph; null: on CUDA, dense models
+    cuda_graph: bool = False  # native: each decode step replays a captured CUDA graph (CUDA, dense, no pp)
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
 
