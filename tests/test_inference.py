@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import socket
 import sys
 from collections import Counter
@@ -15,6 +16,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from conftest import compose
 from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
@@ -66,6 +68,60 @@ def test_static_shape_decode_matches_full_forward():
             cache.advance(1)
     assert cache.length == 12
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_static_decode_over_reused_buffers_matches_each_batchs_full_forward():
+    """Two batches through one cache (reset between): never-written positions are zeros, and the
+    first batch's stale entries past the second's position stay masked."""
+    torch.manual_seed(0)
+    model = build_model(TINY, "cpu").eval()
+    cache = KVCache(list(model.layers.keys()), max_len=16)
+    position = torch.zeros(1, dtype=torch.long)
+    for batch in range(2):
+        tokens = torch.randint(0, TINY.vocab, (2, 10 - 3 * batch))
+        cache.reset()
+        with torch.inference_mode():
+            pieces = [model(tokens[:, :4], cache=cache)]
+            if batch == 0:
+                layer = next(iter(cache.layers.values()))
+                assert not layer.k[:, :, 4:].any() and not layer.v[:, :, 4:].any()
+            cache.use_position(position)
+            for i in range(4, tokens.shape[1]):
+                position.fill_(cache.length)
+                pieces.append(model(tokens[:, i:i + 1], positions=position, cache=cache))
+                cache.advance(1)
+            cache.use_position(None)
+            torch.testing.assert_close(torch.cat(pieces, dim=1), model(tokens), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the GPU machine)")
+def test_decode_graph_replays_the_op_by_op_decode():
+    from parbench.workloads.inference.cuda_graph import DecodeGraph
+
+    torch.manual_seed(0)
+    model = build_model(TINY, "cuda").eval()
+    prompts = torch.randint(0, TINY.vocab, (2, 8), device="cuda")
+
+    def compute(x, cache, sample, positions=None):
+        return sample(model(x, positions=positions, cache=cache)[:, -1])
+
+    def decode(graph: DecodeGraph | None) -> torch.Tensor:
+        cache = KVCache(list(model.layers.keys()), max_len=16)
+        tokens = [compute(prompts, cache, greedy_argmax)]
+        for _ in range(6):
+            x = tokens[-1][:, None]
+            tokens.append(graph(x, cache, greedy_argmax) if graph else compute(x, cache, greedy_argmax))
+            tokens[-1] = tokens[-1].clone()
+        return torch.stack(tokens, dim=1)
+
+    with torch.no_grad():
+        graph = DecodeGraph(compute)
+        assert torch.equal(decode(graph), decode(None))
+        graph.release()
+
+
+def greedy_argmax(logits: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(dim=-1)
 
 
 def test_piecewise_build_gives_the_whole_models_weights_and_never_holds_it():
@@ -228,6 +284,24 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     proc = cli.run("workload=inference", "workload.engine=vllm", "parallel=pp", "dry_run=true", check=False)
     assert proc.returncode == 2
     assert ("workload.vllm.enforce_eager=false" if vllm_installed else "pip install") in proc.stderr
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model=tiny_moe"], "MoE routing (4 experts) has data-dependent shapes"),
+    (["parallel=pp"], "capture under pipeline stages (parallel.pp=2) is not supported yet"),
+    (["workload.warmup=0"], "set workload.warmup >= 1"),
+    (["workload.engine=vllm"], "set workload.vllm.enforce_eager=false instead"),
+])
+def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
+    from parbench.config import ConfigError
+    from parbench.config.hardware import GpuInfo
+    from parbench.config.validate import validate
+
+    gpus = [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 2
+    cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2", "workload.cuda_graph=true",
+                  *overrides, gpus=gpus)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate(cfg, gpus)
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):

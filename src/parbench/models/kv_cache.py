@@ -43,8 +43,10 @@ class LayerKVCache:
                              "raise the cache length (input_len + output_len)")
         if self.k is None:
             shape = (k.shape[0], k.shape[1], self.max_len, k.shape[3])
-            self.k = torch.empty(shape, dtype=k.dtype, device=k.device)
-            self.v = torch.empty(shape, dtype=v.dtype, device=v.device)
+            # Zeros, not empty: the static path attends over never-written positions too, and a
+            # masked NaN/Inf left in the memory still turns the output into NaN.
+            self.k = torch.zeros(shape, dtype=k.dtype, device=k.device)
+            self.v = torch.zeros(shape, dtype=v.dtype, device=v.device)
         self.k[:, :, self.length:end] = k
         self.v[:, :, self.length:end] = v
         self.length = end
@@ -97,14 +99,22 @@ def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """Attention of the newest q positions over all cached keys: causal aligned to the end
     (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries).
     `visible` [1, k_len] (bool): the keys one new token may see, for the static-shape path."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    if q_len == 1:  # one new token sees every cached (visible) position
+        return one_token_attention(q, k, v, visible)
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1:
         k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
-    q_len, k_len = q.shape[2], k.shape[2]
-    if visible is not None:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=visible)
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    if q_len == 1:  # one new token sees every cached position
-        return F.scaled_dot_product_attention(q, k, v)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q_len, k_len))
+
+
+def one_token_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        visible: torch.Tensor | None) -> torch.Tensor:
+    """q [batch, heads, 1, head_dim] over k/v [batch, kv_heads, k_len, head_dim]: the query heads
+    of each KV group become that group's query rows, so the cache is read once, not repeated."""
+    b, heads, _, d = q.shape
+    kv_heads = k.shape[1]
+    grouped = q.reshape(b, kv_heads, heads // kv_heads, d)
+    return F.scaled_dot_product_attention(grouped, k, v, attn_mask=visible).reshape(b, heads, 1, d)

@@ -36,6 +36,9 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["pp"] = done["params.parallel.pp"].astype(int)
     done["devices"] = done["tp"] * done["pp"]
     done["layout"] = "tp" + done["tp"].astype(str) + "_pp" + done["pp"].astype(str)
+    if "params.workload.cuda_graph" in done:  # runs logged before the option existed decoded op by op
+        done["params.workload.cuda_graph"] = done["params.workload.cuda_graph"].fillna("False")
+        done.loc[done["params.workload.cuda_graph"] == "True", "layout"] += "_graph"
     for key in ("input_len", "output_len", "batch_size"):
         done[key] = done[f"params.workload.{key}"].astype(int)
     return done

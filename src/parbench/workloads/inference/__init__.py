@@ -70,6 +70,9 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     check_fields(w, positive=("input_len", "output_len", "batch_size", "repeats"), non_negative=("warmup",))
     if w.engine not in ENGINES:
         raise ConfigError(f"workload.engine={w.engine!r}: use one of {', '.join(ENGINES.names())}")
+    if w.cuda_graph and w.engine != "native":
+        raise ConfigError("workload.cuda_graph is the native engine's option; vLLM captures CUDA graphs itself "
+                          "unless workload.vllm.enforce_eager=true: set workload.vllm.enforce_eager=false instead")
     p = model_parallel_only(cfg)
     extra = {n: getattr(p, n) for n in ("dp", "fsdp", "cp", "ep") if getattr(p, n) != 1}
     if extra or p.sp:

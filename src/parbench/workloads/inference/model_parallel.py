@@ -174,8 +174,7 @@ class PipelinedDecoder:
         self.group = pp.get_group()
         self.stage, self.stages = pp.get_local_rank(), env.dims.pp
         self.ranks = [dist.get_global_rank(self.group, i) for i in range(self.stages)]
-        # One-token decode steps replay a captured graph of this stage's compute; the pipeline's
-        # send/recv/broadcast stay outside it.
+        # One-token decode steps replay a captured graph of this stage's compute.
         self.graph = DecodeGraph(self.compute) if cuda_graph else None
 
     def step(self, tokens: torch.Tensor, cache: KVCache | None, sample) -> torch.Tensor:
@@ -211,6 +210,7 @@ class PipelinedDecoder:
         return sample(self.head(self.norm(h[:, -1:]))[:, -1])
 
     def release_graph(self) -> None:
+        """Free the decode graph, if one was captured (before the process group is destroyed)."""
         if self.graph is not None:
             self.graph.release()
 

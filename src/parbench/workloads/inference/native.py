@@ -113,16 +113,15 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     dtype = torch_dtype(w.dtype)
     progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
                        f"sharded on meta, materialised layer by layer on {env.device}; decode steps "
-                       f"{'as a CUDA graph' if cfg.workload.cuda_graph else 'launched op by op'}")
+                       f"{'as a CUDA graph' if w.cuda_graph else 'launched op by op'}")
     start = time.perf_counter()
     decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype,
-                               cuda_graph=cfg.workload.cuda_graph)
+                               cuda_graph=w.cuda_graph)
     build_s = time.perf_counter() - start
     progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
-    try:
-        return measure(cfg, env, reporter, decoder, build_s)
-    finally:
-        decoder.release_graph()
+    results = measure(cfg, env, reporter, decoder, build_s)
+    decoder.release_graph()  # before the worker's teardown (a failed rank is torn down by torchrun)
+    return results
 
 
 def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: PipelinedDecoder, build_s: float) -> dict:
@@ -147,7 +146,6 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     job_dir = reporter.path.parent
     progress(env.rank, "gathering results over ranks")
     results = native_results(cfg, env, decoder, cache, batches, build_s)
-    results["tags"]["decode_steps"] = "cuda_graph" if decoder.graph is not None else "op_by_op"
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
@@ -201,13 +199,15 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
 
 def cuda_graph_blocker(cfg: Config) -> str | None:
     """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
-    shapes, which a graph cannot replay; the pipeline's capture is not verified on GPU yet."""
+    shapes, which a graph cannot replay; a capture without warm-up batches would be timed."""
     if cfg.hardware.device_type != "cuda":
         return f"it needs a CUDA device (got {cfg.hardware.device_type})"
     if cfg.model.experts:
         return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
     if cfg.parallel.pp > 1:
-        return f"pipeline stages (parallel.pp={cfg.parallel.pp}) decode op by op"
+        return f"capture under pipeline stages (parallel.pp={cfg.parallel.pp}) is not supported yet"
+    if cfg.workload.warmup < 1:
+        return "the graph is captured in the first batch, so set workload.warmup >= 1 to keep that out of the timing"
     return None
 
 
