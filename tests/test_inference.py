@@ -120,6 +120,24 @@ def test_decode_graph_replays_the_op_by_op_decode():
         graph.release()
 
 
+def test_decode_graph_refuses_a_replay_it_was_not_captured_for():
+    """The checks before a replay (the capture itself needs a GPU)."""
+    from parbench.workloads.inference.cuda_graph import DecodeGraph
+
+    cache = KVCache(["0"], max_len=4)
+    graph = DecodeGraph(lambda *args, **kwargs: None)
+    graph.input, graph.cache = torch.zeros(2, 1, dtype=torch.long), cache
+    cache.advance(3)
+    graph.check_replayable(torch.zeros(2, 1, dtype=torch.long), cache)
+    with pytest.raises(RuntimeError, match="one batch size and cache"):
+        graph.check_replayable(torch.zeros(1, 1, dtype=torch.long), cache)
+    with pytest.raises(RuntimeError, match="one batch size and cache"):
+        graph.check_replayable(torch.zeros(2, 1, dtype=torch.long), KVCache(["0"], max_len=4))
+    cache.advance(1)
+    with pytest.raises(ValueError, match="raise the cache length"):
+        graph.check_replayable(torch.zeros(2, 1, dtype=torch.long), cache)
+
+
 def greedy_argmax(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 

@@ -15,6 +15,13 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 
+def check_room(end: int, max_len: int) -> None:
+    """Writing positions up to `end` must fit the cache."""
+    if end > max_len:
+        raise ValueError(f"KV cache holds {max_len} positions and {end} were written: "
+                         "raise the cache length (input_len + output_len)")
+
+
 class LayerKVCache:
     """K and V of one layer, [batch, kv_heads, max_len, head_dim], filled up to `length`."""
 
@@ -32,15 +39,12 @@ class LayerKVCache:
         self.k.index_copy_(2, self.position, k)
         self.v.index_copy_(2, self.position, v)
         visible = (torch.arange(self.max_len, device=q.device) <= self.position)[None]  # [1 query, keys]
-        return cached_causal_attention(q, self.k, self.v, visible)
+        return one_token_attention(q, self.k, self.v, visible)
 
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append k/v [batch, kv_heads, new, head_dim]; return every cached position so far."""
-        new = k.shape[2]
-        end = self.length + new
-        if end > self.max_len:
-            raise ValueError(f"KV cache holds {self.max_len} positions and {end} were written: "
-                             "raise the cache length (input_len + output_len)")
+        end = self.length + k.shape[2]
+        check_room(end, self.max_len)
         if self.k is None:
             shape = (k.shape[0], k.shape[1], self.max_len, k.shape[3])
             # Zeros, not empty: the static path attends over never-written positions too, and a
@@ -60,6 +64,7 @@ class KVCache:
     """The caches of the layers one model (or pipeline stage) holds, keyed by layer name."""
 
     def __init__(self, layer_names: list[str], max_len: int):
+        self.max_len = max_len
         self.layers = {name: LayerKVCache(max_len) for name in layer_names}
 
     def layer(self, name: str) -> LayerKVCache:
@@ -94,14 +99,12 @@ class KVCache:
         return sum(c.nbytes() // c.max_len for c in self.layers.values() if c.k is not None)
 
 
-def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                            visible: torch.Tensor | None = None) -> torch.Tensor:
+def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Attention of the newest q positions over all cached keys: causal aligned to the end
-    (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries).
-    `visible` [1, k_len] (bool): the keys one new token may see, for the static-shape path."""
+    (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries)."""
     q_len, k_len = q.shape[2], k.shape[2]
-    if q_len == 1:  # one new token sees every cached (visible) position
-        return one_token_attention(q, k, v, visible)
+    if q_len == 1:  # one new token sees every cached position
+        return one_token_attention(q, k, v)
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1:
         k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
@@ -111,9 +114,10 @@ def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def one_token_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                        visible: torch.Tensor | None) -> torch.Tensor:
+                        visible: torch.Tensor | None = None) -> torch.Tensor:
     """q [batch, heads, 1, head_dim] over k/v [batch, kv_heads, k_len, head_dim]: the query heads
-    of each KV group become that group's query rows, so the cache is read once, not repeated."""
+    of each KV group become that group's query rows, so the cache is read once, not repeated.
+    `visible` [1, k_len] (bool): the keys it may see (the static-shape path's mask)."""
     b, heads, _, d = q.shape
     kv_heads = k.shape[1]
     grouped = q.reshape(b, kv_heads, heads // kv_heads, d)

@@ -3,8 +3,6 @@ backward; `selective` saves matmul and attention outputs and recomputes the chea
 
 from __future__ import annotations
 
-from functools import partial
-
 import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts

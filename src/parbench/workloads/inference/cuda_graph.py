@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from parbench.models.kv_cache import KVCache
+from parbench.models.kv_cache import KVCache, check_room
 
 Compute = Callable[..., torch.Tensor]  # (x, cache, sample, positions=...) -> hidden states or tokens
 Sample = Callable[[torch.Tensor], torch.Tensor]  # logits -> token ids
@@ -34,13 +34,10 @@ class DecodeGraph:
         if self.graph is None:
             self.capture(x, cache, sample)
         self.check_replayable(x, cache)
+        # A replay runs the captured kernels only: the cache's static mode mattered at capture.
         self.input.copy_(x)
         self.position.fill_(cache.length)
-        cache.use_position(self.position)
-        try:
-            self.graph.replay()
-        finally:
-            cache.use_position(None)
+        self.graph.replay()
         cache.advance(1)
         return self.output
 
@@ -49,9 +46,7 @@ class DecodeGraph:
         if cache is not self.cache or x.shape != self.input.shape:
             raise RuntimeError(f"the decode graph was captured for input {tuple(self.input.shape)} and another "
                                f"KV cache; got {tuple(x.shape)}: decode every batch with one batch size and cache")
-        if cache.length >= cache.max_len:
-            raise ValueError(f"KV cache holds {cache.max_len} positions and position {cache.length} was written: "
-                             "raise the cache length (input_len + output_len)")
+        check_room(cache.length + 1, cache.max_len)
 
     def release(self) -> None:
         """Free the captured graph: NCCL cannot destroy a communicator while a graph that

@@ -214,8 +214,7 @@ def cuda_graph_blocker(cfg: Config) -> str | None:
 def check_native(cfg: Config) -> None:
     """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model;
     weights and KV cache alone must fit the device memory (activations come on top)."""
-    blocker = cuda_graph_blocker(cfg)
-    if cfg.workload.cuda_graph and blocker:
+    if cfg.workload.cuda_graph and (blocker := cuda_graph_blocker(cfg)):
         raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false")
     tp = cfg.parallel.tp
     if cfg.model.vocab % tp:
