@@ -5,6 +5,7 @@ from __future__ import annotations
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo
 from parbench.config.schema import Config, HardwareConfig, ModelConfig
+from parbench.metrics import profile
 from parbench.metrics.timing import CI_METHODS
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.cp import CP_ROTATE_METHODS
@@ -85,17 +86,9 @@ def validate_layout(cfg: Config, dims: ParallelDims) -> None:
 
 
 def validate_measurement(cfg: Config) -> None:
-    """profile.* and stats.*; the profiled window must leave unprofiled measured steps to compare."""
-    p, s = cfg.profile, cfg.stats
-    if p.wait < 0 or p.warmup < 0 or p.active_steps < 1:
-        raise ConfigError(f"profile.wait={p.wait}, profile.warmup={p.warmup} must be >= 0 and "
-                          f"profile.active_steps={p.active_steps} >= 1")
-    steps = getattr(cfg.workload, "steps", None)
-    window = p.wait + p.warmup + p.active_steps
-    if p.enabled and steps is not None and steps <= window:
-        raise ConfigError(f"workload.steps={steps} leaves no unprofiled step after the profiler's "
-                          f"{window} (profile.wait + profile.warmup + profile.active_steps), and "
-                          f"step_time_s and profile_overhead_ratio need some: set workload.steps>={window + 1}")
+    """profile.* (its own module's checks) and stats.*."""
+    profile.validate(cfg)
+    s = cfg.stats
     if not 0 < s.confidence < 1:
         raise ConfigError(f"stats.confidence={s.confidence} must be between 0 and 1 (e.g. 0.95)")
     if s.ci_method not in CI_METHODS:
