@@ -112,6 +112,10 @@ class TrackingConfig:
     uri: str = "sqlite:///outputs/mlflow.db"
     experiment: str = "parbench"
     run_name: Optional[str] = None
+    # MLflow system metrics (system/*: CPU, memory, per-GPU utilisation, memory, power, temperature,
+    # SM clock) sampled by the orchestrator while the workers run.
+    system_metrics: bool = True
+    system_metrics_interval_s: float = 1.0
 
 
 @dataclass

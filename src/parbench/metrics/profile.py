@@ -69,13 +69,22 @@ def keeps_trace(env: DistEnv, keep: str) -> bool:
     return mesh is not None and all(mesh[d].get_local_rank() == 0 for d in mesh.mesh_dim_names if d != "pp")
 
 
+def gzip_trace(raw: Path) -> Path:
+    """`<name>.json` -> `<name>.json.gz` (the artifact); the raw file is removed."""
+    kept = raw.with_suffix(".json.gz")
+    with raw.open("rb") as src, gzip.open(kept, "wb", compresslevel=GZIP_LEVEL) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    return kept
+
+
 def analyze_exported(raw: Path, keep: bool) -> trace.TraceAnalysis:
-    """Analyse an exported trace, then keep it gzipped (`<name>.json.gz`) or delete it."""
+    """Analyse an exported trace, then keep it gzipped or delete it."""
     analysis = trace.analyze(trace.load_trace(raw))
     if keep:
-        with raw.open("rb") as src, gzip.open(raw.with_suffix(".json.gz"), "wb", compresslevel=GZIP_LEVEL) as dst:
-            shutil.copyfileobj(src, dst)
-    raw.unlink()
+        gzip_trace(raw)
+    else:
+        raw.unlink()
     return analysis
 
 

@@ -403,7 +403,8 @@ def analyze(trace: dict) -> TraceAnalysis:
         in_steps += [e for e in launched if e.cat != "gpu_user_annotation"]
         windows = device_step_windows(host_windows, launched)
     comm_events = [e for e in in_steps if is_comm(e, gpu)]
-    comm_threads = {e.thread for e in comm_events}
+    # gloo runs send/recv on the calling (model) thread: only other threads are communication-only.
+    comm_threads = {e.thread for e in comm_events} - ctx.model_threads
     if gpu:
         compute = [e for e in in_steps if e.cat == "kernel" and not is_comm(e, gpu)]
         memcpy = [e for e in in_steps if e.cat in ("gpu_memcpy", "gpu_memset")]
