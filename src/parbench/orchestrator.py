@@ -25,7 +25,6 @@ from parbench.report.summary import metrics_table
 from parbench.tracking.job import LOG_FILE, JobRun
 from parbench.tracking.store import Store
 from parbench.tracking.sweep import parent_run_id
-from parbench.tracking.system_metrics import system_metrics
 from parbench.workloads import WORKLOADS, job_layout
 from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
@@ -92,6 +91,8 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
+    from parbench.tracking.system_metrics import system_metrics  # psutil, NVML: only once a job launches
+
     with system_metrics(run.run_id, run.store.uri, cfg.tracking) if run is not None else nullcontext():
         outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
                                ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines)

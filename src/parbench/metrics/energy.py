@@ -96,7 +96,9 @@ class WindowMeter:
         if device.type != "cuda":
             return cls(device)
         try:
-            return cls(device, gpu=nvml_counters(device))
+            gpu = nvml_counters(device)
+            gpu.energy_mj()  # GPUs before Volta have no energy counter: NVMLError_NotSupported
+            return cls(device, gpu=gpu)
         except Exception as e:  # noqa: BLE001 - no NVML library, driver or counter: say so, measure the rest
             return cls(device, gpu_error=f"{type(e).__name__}: {e}")
 

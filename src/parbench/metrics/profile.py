@@ -66,7 +66,8 @@ def keeps_trace(env: DistEnv, keep: str) -> bool:
     if keep == "all" or env.rank == 0 or env.local_rank == 0:
         return True
     mesh = env.mesh
-    return mesh is not None and all(mesh[d].get_local_rank() == 0 for d in mesh.mesh_dim_names if d != "pp")
+    return mesh is not None and all(coordinate == 0 for name, coordinate in zip(mesh.mesh_dim_names, mesh.get_coordinate())
+                                    if name != "pp")
 
 
 def gzip_trace(raw: Path) -> Path:

@@ -6,6 +6,7 @@ orchestrator, which only talks to NVML and never initialises CUDA."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -39,6 +40,8 @@ def system_metrics(run_id: str, tracking_uri: str, cfg: TrackingConfig) -> Itera
         return
     from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+    # Its INFO lines (started, stopped, "skip logging GPU metrics" on CPU) would fill every job's console.
+    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
     monitor = SystemMetricsMonitor(run_id, sampling_interval=cfg.system_metrics_interval_s,
                                    tracking_uri=tracking_uri)
     monitor.monitors = [GpuMonitor() if isinstance(m, GPUMonitor) else m for m in monitor.monitors]
