@@ -11,7 +11,6 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.schema import Config
@@ -21,10 +20,9 @@ from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models.build import build_model, count_params
 from parbench.models.moe import MoE
-from parbench.distenv import DistEnv
+from parbench.distenv import DistEnv, is_dtensor
 from parbench.parallel.model import ParallelModel, parallelize
 from parbench.parallel.specs import STRATEGIES
-from parbench.parallel.cp import held_positions
 from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
 from parbench.workloads.reporting import StepReporter
@@ -54,6 +52,8 @@ def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor,
     # Contiguous: pipeline stages check the strides of what they receive against their first batch.
     inputs, labels = (t.contiguous().to(env.device) for t in (local[:, :-1], local[:, 1:]))
     if env.dims.cp > 1:  # context parallel: this rank's chunks of every sequence
+        from parbench.parallel.cp import held_positions  # DTensor's modules: only under cp
+
         held = held_positions(w.seq_len, env.dims.cp, env.mesh["cp"].get_local_rank(), env.device)
         inputs, labels = inputs[:, held], labels[:, held]
     return inputs, labels
@@ -105,7 +105,7 @@ def build_optimizer(w: TrainWorkload, pmodel: ParallelModel) -> torch.optim.Opti
     # Fused AdamW cannot mix DTensor and plain parameters in one call (tp leaves norms plain):
     # one param group per kind, which step() updates separately.
     params = list(pmodel.parameters())
-    groups = [{"params": [p for p in params if isinstance(p, DTensor) == is_dtensor]} for is_dtensor in (True, False)]
+    groups = [{"params": [p for p in params if is_dtensor(p) == sharded]} for sharded in (True, False)]
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=True)
 
 
