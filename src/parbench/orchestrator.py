@@ -137,9 +137,9 @@ def report(cfg: Config, ctx: JobContext, run, ok: bool, reason: str, metrics: di
 
     status = "FINISHED" if ok else f"FAILED: {reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
-    print(f"\n== {ctx.name}: {status}\n{metrics_table(metrics, keys)}")
-    print(f"Job dir: {ctx.job_dir}\nMLflow run {run.run_id}: mlflow ui --backend-store-uri {run.store.uri}\n",
-          flush=True)
+    table = metrics_table(metrics, keys)
+    print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
+    print(f"Job dir: {ctx.job_dir}\n{run.store.where_to_look(run.run_id)}\n", flush=True)
 
 
 def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:
