@@ -14,7 +14,6 @@ The train loop only does:
 
 from __future__ import annotations
 
-import csv
 import gzip
 import re
 import shutil
@@ -22,36 +21,22 @@ import statistics
 import time
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, record_function, schedule
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config
+from parbench.distenv import DistEnv
+from parbench.paths import PROFILE_DIR
 from parbench.metrics import trace
+from parbench.metrics.profile_tables import bandwidth_metrics, write_tables
 
-if TYPE_CHECKING:  # parbench.parallel imports the workloads, which import this module
-    from parbench.parallel import DistEnv
-
-PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file becomes an artifact
-KEEP_TRACES = ("representative", "all")  # profile.keep_traces
 GZIP_LEVEL = 3  # traces compress ~10x at any level; higher levels cost seconds on big traces
 # Wrapper modules insert these into parameter/module names; layer names leave them out.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")
 LAYER_NAME = re.compile(r"layers\.\d+|\w*embeddings|norm|output")
-
-
-def validate(cfg: Config) -> None:
-    """profile.*: a window of at least one traced step, and a known trace-keeping rule."""
-    p = cfg.profile
-    if p.wait < 0 or p.warmup < 0 or p.active_steps < 1:
-        raise ConfigError(f"profile.wait={p.wait} and profile.warmup={p.warmup} must be >= 0 and "
-                          f"profile.active_steps={p.active_steps} >= 1 (or set profile.enabled=false)")
-    if p.keep_traces not in KEEP_TRACES:
-        raise ConfigError(f"profile.keep_traces={p.keep_traces!r}: use one of {', '.join(KEEP_TRACES)}")
 
 
 def trace_path(job_dir: Path, rank: int, phase: str = "") -> Path:
@@ -258,7 +243,7 @@ class StepProfiler:
         if self.cfg.plots:
             import pandas as pd  # pandas and matplotlib only when plotting
 
-            from parbench.report.plots import save_profile_plots
+            from parbench.metrics.plots import save_profile_plots
 
             save_profile_plots(self.job_dir / PROFILE_DIR, {k: pd.DataFrame(v) for k, v in tables.items()})
         active = statistics.median(window_times[self.cfg.wait + self.cfg.warmup:])
@@ -279,47 +264,3 @@ def rank_summary(per_rank: list[dict[str, float]]) -> dict[str, float]:
         out[key] = statistics.fmean(values)
         out[f"{key}_max"] = max(values)
     return out
-
-
-def bandwidth_metrics(collectives: list[dict]) -> dict[str, float]:
-    """busbw_gbps_<collective>, mean over ranks, where the trace gave sizes."""
-    by_kind: dict[str, list[float]] = {}
-    for row in collectives:
-        if row.get("busbw_gbps") is not None:
-            by_kind.setdefault(row["collective"], []).append(row["busbw_gbps"])
-    return {f"busbw_gbps_{kind}": statistics.fmean(values) for kind, values in sorted(by_kind.items())}
-
-
-def layer_rows(ops: list[dict]) -> list[dict]:
-    """Time per (rank, layer, phase, kind): the ops table summed over ops."""
-    totals: dict[tuple, float] = {}
-    for row in ops:
-        key = (row["rank"], row["layer"], row["phase"], row["kind"])
-        totals[key] = totals.get(key, 0.0) + row["total_s"]
-    return [dict(zip(("rank", "layer", "phase", "kind", "total_s"), (*key, total)))
-            for key, total in sorted(totals.items())]
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    """Rows as CSV, columns in order of first appearance (None: an empty cell)."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def write_tables(folder: Path, gathered: list[dict]) -> dict[str, list[dict]]:
-    """steps.csv, ops.csv, layers.csv, collectives.csv and ranks.csv, each with a rank column
-    (plain csv: pandas is imported only for plots)."""
-    def rows(key: str, numbered: bool = False) -> list[dict]:
-        return [{"rank": rank, **({"step": i} if numbered else {}), **row}
-                for rank, g in enumerate(gathered) for i, row in enumerate(g[key])]
-
-    ops = rows("ops")
-    tables = {"steps": rows("steps", numbered=True), "ops": ops, "layers": layer_rows(ops),
-              "collectives": rows("collectives"),
-              "ranks": [{"rank": r, **g["metrics"]} for r, g in enumerate(gathered)]}
-    for name, table in tables.items():
-        write_csv(folder / f"{name}.csv", table)
-    return tables

@@ -11,10 +11,10 @@ import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper, checkpoint_wrapper
 from torch.profiler import ProfilerActivity, profile
 
+from parbench.config.dims import MESH_DIMS
 from parbench.metrics import trace
 from parbench.metrics.profile import LayerRanges, keeps_trace, layer_modules, rank_summary
-from parbench.models import build_model
-from parbench.parallel.dims import MESH_DIMS
+from parbench.models.build import build_model
 from parbench.report.compare import distinct_labels
 
 
