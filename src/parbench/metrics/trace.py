@@ -13,43 +13,13 @@ import bisect
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable
 
 from parbench.metrics import intervals as iv
 from parbench.metrics.timing import STEP_RANGE
-from parbench.metrics.trace_events import (Collective, Event, complete_events, describe_collective,
+from parbench.metrics.trace_events import (BUSBW_FACTOR, Collective, Event, complete_events, describe_collective,
                                            group_size_from_trace, is_comm, is_cpu_compute, is_gpu_trace, load_trace)
 from parbench.metrics.trace_ops import Context, inside, op_rows
 
-LAYER_RANGE_PREFIX = "parbench.layer:"  # record_function ranges the profiler puts around model layers
-BACKWARD_PREFIX = "autograd::engine::evaluate_function:"
-OPTIMIZER_PREFIX = "Optimizer."  # torch.optim records Optimizer.step#AdamW.step, Optimizer.zero_grad#...
-PHASES = ("forward", "backward", "optimizer")
-NO_LAYER = "-"
-
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast")
-# nccl-tests bus bandwidth factors for n ranks (algbw x factor = busbw).
-BUSBW_FACTOR: dict[str, Callable[[int], float]] = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "send_recv": lambda n: 1.0,
-}
-# Element sizes by the dtype spellings traces use: c10 names on NCCL kernels (BFloat16),
-# C++ names in gloo's recorded input types (c10::BFloat16, float, long int).
-DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2, "double": 8, "float64": 8,
-               "long int": 8, "long": 8, "int64": 8, "int": 4, "int32": 4, "short int": 2, "short": 2,
-               "int16": 2, "bool": 1, "unsigned char": 1, "byte": 1, "uint8": 1, "signed char": 1,
-               "char": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
-COMM_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::", "record_param_comms", "nccl:")
-COLLECTIVE_CALL_PREFIXES = ("c10d::", "_c10d_functional::", "c10d_functional::")
-NON_OPERATOR_PREFIXES = ("autograd::", "profiler::")
-# Events on the device timeline. Kineto also mirrors record_function ranges there
-# (gpu_user_annotation), shifted to when the GPU ran them: ranges are read from the host only,
-# device events are placed in a step by the host range that launched them.
-DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
 @dataclass
