@@ -96,7 +96,7 @@ def test_static_decode_over_reused_buffers_matches_each_batchs_full_forward():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the GPU machine)")
 def test_decode_graph_replays_the_op_by_op_decode():
-    from parbench.workloads.inference.cuda_graph import DecodeGraph
+    from parbench.workloads.inference.decode_step import StaticDecodeStep
 
     torch.manual_seed(0)
     model = build_model(TINY, "cuda").eval()
@@ -105,7 +105,7 @@ def test_decode_graph_replays_the_op_by_op_decode():
     def compute(x, cache, sample, positions=None):
         return sample(model(x, positions=positions, cache=cache)[:, -1])
 
-    def decode(graph: DecodeGraph | None) -> torch.Tensor:
+    def decode(graph: StaticDecodeStep | None) -> torch.Tensor:
         cache = KVCache(list(model.layers.keys()), max_len=16)
         tokens = [compute(prompts, cache, greedy_argmax)]
         for _ in range(6):
@@ -115,17 +115,17 @@ def test_decode_graph_replays_the_op_by_op_decode():
         return torch.stack(tokens, dim=1)
 
     with torch.no_grad():
-        graph = DecodeGraph(compute)
+        graph = StaticDecodeStep(compute, graph=True)
         assert torch.equal(decode(graph), decode(None))
         graph.release()
 
 
 def test_decode_graph_refuses_a_replay_it_was_not_captured_for():
     """The checks before a replay (the capture itself needs a GPU)."""
-    from parbench.workloads.inference.cuda_graph import DecodeGraph
+    from parbench.workloads.inference.decode_step import StaticDecodeStep
 
     cache = KVCache(["0"], max_len=4)
-    graph = DecodeGraph(lambda *args, **kwargs: None)
+    graph = StaticDecodeStep(lambda *args, **kwargs: None, graph=True)
     graph.input, graph.cache = torch.zeros(2, 1, dtype=torch.long), cache
     cache.advance(3)
     graph.check_replayable(torch.zeros(2, 1, dtype=torch.long), cache)
@@ -293,8 +293,8 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
     proc = cli.run("workload=inference", "parallel=tp", "model.vocab=511", "dry_run=true", check=False)
     assert proc.returncode == 2 and "model.vocab=511 is not divisible by parallel.tp=2" in proc.stderr
-    proc = cli.run("workload=inference", "workload.cuda_graph=true", "dry_run=true", check=False)
-    assert proc.returncode == 2 and "workload.cuda_graph=true cannot run: it needs a CUDA device" in proc.stderr
+    proc = cli.run("workload=inference", "workload.decode_mode=graph", "dry_run=true", check=False)
+    assert proc.returncode == 2 and "workload.decode_mode=graph cannot run: CUDA graphs need a CUDA device" in proc.stderr
     # Without vLLM installed, every vllm config is refused first with the install command.
     vllm_installed = importlib.util.find_spec("vllm") is not None
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)
@@ -306,20 +306,35 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 
 @pytest.mark.parametrize("overrides, message", [
     (["model=tiny_moe"], "MoE routing (4 experts) has data-dependent shapes"),
-    (["parallel=pp"], "capture under pipeline stages (parallel.pp=2) is not supported yet"),
+    (["parallel=pp"], "CUDA-graph capture under pipeline stages (parallel.pp=2) has not run on a GPU yet"),
     (["workload.warmup=0"], "set workload.warmup >= 1"),
     (["workload.engine=vllm"], "set workload.vllm.enforce_eager=false instead"),
+    (["workload.decode_mode=fast"], "use one of auto, eager, graph, compile"),
 ])
-def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
+@pytest.mark.parametrize("mode", ["graph", "compile"])
+def test_fast_decode_modes_are_refused_where_they_cannot_run(overrides, message, mode):
     from parbench.config import ConfigError
     from parbench.config.hardware import GpuInfo
     from parbench.config.validate import validate
 
     gpus = [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 2
-    cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2", "workload.cuda_graph=true",
-                  *overrides, gpus=gpus)
+    cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2",
+                  f"workload.decode_mode={mode}", *overrides, gpus=gpus)
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(cfg, gpus)
+
+
+@pytest.mark.parametrize("hardware, overrides, mode", [
+    ("h100_sxm", [], "compile"),  # the fast path by default on a GPU
+    ("h100_sxm", ["parallel=pp"], "eager"),  # where it cannot run, auto falls back
+    ("h100_sxm", ["model=tiny_moe"], "eager"),
+    ("cpu", [], "eager"),
+])
+def test_auto_decode_mode_takes_the_fast_path_on_gpus(hardware, overrides, mode):
+    from parbench.workloads.inference.native import resolved_decode_mode
+
+    cfg = compose("workload=inference", f"hardware={hardware}", "hardware.gpus_per_node=2", *overrides)
+    assert cfg.workload.decode_mode == "auto" and resolved_decode_mode(cfg) == mode
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):
@@ -354,7 +369,7 @@ def sweep_frame() -> pd.DataFrame:
                              **{f"params.{k}": "x" for k in ("workload.engine", "workload.dtype", "model.name",
                                                              "hardware.name", "workload.output_len")},
                              "params.workload.input_len": str(length), "params.workload.batch_size": str(batch),
-                             "params.workload.cuda_graph": "False", "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
+                             "decode_mode": "eager", "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
                              "metrics.tpot_s_p50": 0.02 * (1.25 if tp == 2 else 1),
                              "metrics.output_tokens_per_s": batch * 16 / (single_ttft + 0.5) * (1.5 if tp == 2 else 1)})
     return pd.DataFrame(rows)
@@ -366,9 +381,9 @@ def test_scaling_table_and_plots(tmp_path):
     assert len(table) == 6
     assert table["overhead_pct_tpot_s_p50"].to_numpy() == pytest.approx(25.0)
     assert table["scaling_efficiency"].to_numpy() == pytest.approx(0.75)
-    # A CUDA-graph decode is not compared with one launched op by op.
-    graphed = runs.assign(**{"params.workload.cuda_graph": np.where(runs["tp"] == 1, "True", "False")})
-    assert scaling_table(graphed).empty
+    # A compiled / CUDA-graph decode is not compared with one launched op by op.
+    compiled = runs.assign(decode_mode=np.where(runs["tp"] == 1, "compile", "eager"))
+    assert scaling_table(compiled).empty
     x = np.array([128.0, 512, 2048, 4096])
     curve = fit_curve(x, 1e-4 * x + 1e-8 * x**2)
     assert curve(1024) == pytest.approx(1e-4 * 1024 + 1e-8 * 1024**2, rel=1e-6)

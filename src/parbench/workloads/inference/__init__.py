@@ -17,6 +17,7 @@ from parbench.parallel.dims import ParallelDims
 from parbench.registry import Registry
 from parbench.workloads import WORKLOADS, WorkloadSpec, check_fields
 from parbench.workloads.dtypes import torch_dtype
+from parbench.workloads.inference.decode_step import DECODE_MODES
 from parbench.workloads.inference.latency import SUMMARY_METRICS, decode_bytes_per_step, kv_bytes_per_position
 from parbench.workloads.reporting import StepReporter
 
@@ -43,7 +44,8 @@ class InferenceWorkload:
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
     profile: bool = True  # one extra batch under torch.profiler: op-type shares of prefill and decode
     verify: bool = False  # native: decode the first measured batch again without the KV cache, count mismatches
-    cuda_graph: bool = False  # native: each decode step replays a captured CUDA graph (CUDA, dense, no pp)
+    # native: auto (compile on CUDA where it can run, else eager) | eager | graph | compile
+    decode_mode: str = "auto"
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
 
@@ -70,9 +72,12 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     check_fields(w, positive=("input_len", "output_len", "batch_size", "repeats"), non_negative=("warmup",))
     if w.engine not in ENGINES:
         raise ConfigError(f"workload.engine={w.engine!r}: use one of {', '.join(ENGINES.names())}")
-    if w.cuda_graph and w.engine != "native":
-        raise ConfigError("workload.cuda_graph is the native engine's option; vLLM captures CUDA graphs itself "
-                          "unless workload.vllm.enforce_eager=true: set workload.vllm.enforce_eager=false instead")
+    if w.decode_mode not in DECODE_MODES:
+        raise ConfigError(f"workload.decode_mode={w.decode_mode!r}: use one of {', '.join(DECODE_MODES)}")
+    if w.decode_mode not in ("auto", "eager") and w.engine != "native":
+        raise ConfigError(f"workload.decode_mode={w.decode_mode} is the native engine's option; vLLM compiles and "
+                          "captures CUDA graphs itself unless workload.vllm.enforce_eager=true: set "
+                          "workload.vllm.enforce_eager=false instead")
     p = model_parallel_only(cfg)
     extra = {n: getattr(p, n) for n in ("dp", "fsdp", "cp", "ep") if getattr(p, n) != 1}
     if extra or p.sp:

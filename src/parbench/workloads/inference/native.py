@@ -22,13 +22,14 @@ from parbench.metrics.op_types import module_scopes, op_time_by_category, shares
 from parbench.metrics.timing import device_synchronize
 from parbench.models import build_model, count_params
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import Attention, FeedForward
+from parbench.models.llama import Attention, FeedForward, fuse_projections
 from parbench.models.moe import MoE
 from parbench.parallel import DistEnv
 from parbench.workloads.dtypes import torch_dtype
 from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
+from parbench.workloads.inference.decode_step import decode_options
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
-                                                   latency_metrics, mbu_metrics)
+                                                   latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 from parbench.workloads.reporting import StepReporter, progress
 
@@ -50,21 +51,52 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
         return logits.argmax(dim=-1)
 
 
+class HostTokens:
+    """Each step's tokens copied to the host as they are produced (pinned memory, an event per
+    step on CUDA), so the host can queue the next step before waiting for them."""
+
+    def __init__(self, output_len: int, batch: int, device: torch.device):
+        self.on_cuda = device.type == "cuda"
+        self.tokens = torch.empty((output_len, batch), dtype=torch.long, pin_memory=self.on_cuda)
+        self.ready: list = [None] * output_len
+
+    def copy(self, i: int, tokens: torch.Tensor) -> None:
+        self.tokens[i].copy_(tokens, non_blocking=self.on_cuda)
+        if self.on_cuda:
+            self.ready[i] = torch.cuda.Event()
+            self.ready[i].record()
+
+    def wait(self, i: int) -> None:
+        if self.on_cuda:
+            self.ready[i].synchronize()
+
+
 @torch.no_grad()  # not inference_mode: gloo's all_gather cannot write inference tensors (pytorch#126032)
 def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
              device: torch.device) -> tuple[BatchTiming, torch.Tensor]:
-    """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len]."""
+    """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len].
+    A token's time is when it reaches the host. Decode step i+1 is queued before waiting for step
+    i's tokens (its input is already on the device), as vLLM's and SGLang's overlapped schedulers
+    do, so the device does not idle while the host receives tokens and launches the next step; the
+    first token is waited for before any decode step is queued, so TTFT is the prefill's alone."""
     cache.reset()
+    host = HostTokens(output_len, prompts.shape[0], device)
     device_synchronize(device)
     start = time.perf_counter()
     tokens = decoder.step(prompts, cache, greedy)
-    generated, times = [tokens.cpu()], [time.perf_counter() - start]
-    for _ in range(output_len - 1):
-        tokens = decoder.step(tokens[:, None], cache, greedy)
-        generated.append(tokens.cpu())
-        times.append(time.perf_counter() - start)
+    times = []
+    for i in range(output_len):
+        host.copy(i, tokens)
+        if i == 0:
+            host.wait(0)
+            times.append(time.perf_counter() - start)
+        if i + 1 < output_len:
+            tokens = decoder.step(tokens[:, None], cache, greedy)
+        if i > 0:
+            host.wait(i)
+            times.append(time.perf_counter() - start)
     timing = RequestTiming.from_token_times(times)
-    return BatchTiming([timing] * prompts.shape[0], times[-1]), torch.stack(generated, dim=1)
+    return BatchTiming([timing] * prompts.shape[0], times[-1]), host.tokens.t().clone()
 
 
 @torch.no_grad()
@@ -108,18 +140,27 @@ def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Ten
     return {phase: shares_pct(op_time_by_category(prof, on_device)) for phase, prof in profs.items()}
 
 
+MODE_TEXT = {"eager": "launched op by op (the reference path)",
+             "graph": "static-shape, fused projections, replayed as a CUDA graph",
+             "compile": "static-shape, fused projections, torch.compile'd (replayed as a CUDA graph on CUDA; "
+                        "compiled in the warm-up batch)"}
+
+
 def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
+    mode = resolved_decode_mode(cfg)
+    options = decode_options(mode, env.device.type)
     progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
-                       f"sharded on meta, materialised layer by layer on {env.device}; decode steps "
-                       f"{'as a CUDA graph' if w.cuda_graph else 'launched op by op'}")
+                       f"sharded on meta, materialised layer by layer on {env.device}; decode_mode={mode}: "
+                       f"{MODE_TEXT[mode]}")
     start = time.perf_counter()
-    decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype,
-                               cuda_graph=w.cuda_graph)
+    model = build_shard(cfg.model, cfg.seed, env, dtype)
+    decoder = PipelinedDecoder(fuse_projections(model) if options.fuse else model, env, dtype, options)
     build_s = time.perf_counter() - start
     progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
     results = measure(cfg, env, reporter, decoder, build_s)
+    results["tags"]["decode_mode"] = mode
     decoder.release_graph()  # before the worker's teardown (a failed rank is torn down by torchrun)
     return results
 
@@ -128,7 +169,7 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     """Warm-up and measured batches, then the optional verify and profile passes."""
     w = cfg.workload
     reset_peak_memory(env.device)
-    cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
+    cache = decoder.kv_cache(w.batch_size, w.input_len + w.output_len)
     batches, first_tokens = [], None
     total = w.warmup + w.repeats
     for i in range(total):
@@ -151,7 +192,8 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         results["artifacts"].append(TOKENS_FILE)
     if w.verify:
         progress(env.rank, "verify: decoding the first measured batch again without the KV cache")
-        reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
+        with decoder.launching_op_by_op():  # the reference path: no compiled code, no graph
+            reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
     if w.profile:
         progress(env.rank, "profiling one batch (prefill and decode op breakdown)")
@@ -177,7 +219,9 @@ def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: 
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
                             cfg.hardware.hbm_bandwidth_gbps)
-    return {"metrics": {**metrics, **mbu}, "tags": tags, "artifacts": []}
+    flops = prefill_flops(cfg.model, counts, w.batch_size, w.input_len)
+    mfu, mfu_tags = prefill_mfu_metrics(flops, metrics["ttft_s"], env.world_size, cfg.hardware.peak_tflops.get(w.dtype))
+    return {"metrics": {**metrics, **mbu, **mfu}, "tags": {**tags, **mfu_tags}, "artifacts": []}
 
 
 def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -197,25 +241,37 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
 
 
-def cuda_graph_blocker(cfg: Config) -> str | None:
-    """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
-    shapes, which a graph cannot replay; a capture without warm-up batches would be timed."""
-    if cfg.hardware.device_type != "cuda":
-        return f"it needs a CUDA device (got {cfg.hardware.device_type})"
+def decode_mode_blocker(mode: str, cfg: Config) -> str | None:
+    """Why decode steps cannot run in `mode` (graph or compile) here, or None. MoE routing has
+    data-dependent shapes, which neither a graph nor a static compiled step can hold; capture and
+    compilation in an unmeasured batch keep them out of the timing."""
+    on_cuda = cfg.hardware.device_type == "cuda"
+    if mode == "graph" and not on_cuda:
+        return f"CUDA graphs need a CUDA device (got {cfg.hardware.device_type})"
     if cfg.model.experts:
         return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
-    if cfg.parallel.pp > 1:
-        return f"capture under pipeline stages (parallel.pp={cfg.parallel.pp}) is not supported yet"
+    if on_cuda and cfg.parallel.pp > 1:
+        return f"CUDA-graph capture under pipeline stages (parallel.pp={cfg.parallel.pp}) has not run on a GPU yet"
     if cfg.workload.warmup < 1:
-        return "the graph is captured in the first batch, so set workload.warmup >= 1 to keep that out of the timing"
+        return "the first batch captures/compiles the step, so set workload.warmup >= 1 to keep that out of the timing"
     return None
 
 
+def resolved_decode_mode(cfg: Config) -> str:
+    """auto: compile where it can run on CUDA (the fastest measured, docs/inference.md), else eager."""
+    mode = cfg.workload.decode_mode
+    if mode != "auto":
+        return mode
+    fast = cfg.hardware.device_type == "cuda" and decode_mode_blocker("compile", cfg) is None
+    return "compile" if fast else "eager"
+
+
 def check_native(cfg: Config) -> None:
-    """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model;
-    weights and KV cache alone must fit the device memory (activations come on top)."""
-    if cfg.workload.cuda_graph and (blocker := cuda_graph_blocker(cfg)):
-        raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false")
+    """Tensor parallel splits the vocabulary evenly; graph and compile decode need a dense model
+    (graph: CUDA); weights and KV cache alone must fit the device memory (activations come on top)."""
+    mode = cfg.workload.decode_mode
+    if mode in ("graph", "compile") and (blocker := decode_mode_blocker(mode, cfg)):
+        raise ConfigError(f"workload.decode_mode={mode} cannot run: {blocker}; set workload.decode_mode=eager")
     tp = cfg.parallel.tp
     if cfg.model.vocab % tp:
         raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
