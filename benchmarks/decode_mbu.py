@@ -51,8 +51,9 @@ VARIANTS = {  # name -> options; unfused variants run first (fusing rewrites the
     "eager": DecodeOptions(),
     "graph_unfused": DecodeOptions(graph=True),
     "graph": DecodeOptions(fuse=True, graph=True),
-    "compile_nograph": DecodeOptions(fuse=True, compile=True),
     "compile": DecodeOptions(fuse=True, compile=True, graph=True),
+    # After compile: the same compiled steps (dynamo's cache), launched without a graph.
+    "compile_nograph": DecodeOptions(fuse=True, compile=True),
 }
 
 
@@ -65,14 +66,15 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a smoke run (no graphs)")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"any of {', '.join(VARIANTS)}")
     p.add_argument("--batches", type=ints, default=[1, 8, 32, 64])
-    p.add_argument("--batch1-only", default="eager,graph_unfused,compile_nograph",
+    p.add_argument("--batch1-only", default="graph_unfused",
                    help="variants measured at batch 1 only")
     p.add_argument("--input-len", type=int, default=1024)
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--prefill-len", type=int, default=2048)
     p.add_argument("--prefill-batches", type=ints, default=[1, 8])
-    p.add_argument("--profile", default="", help="variants whose decode kernels are listed (comma-separated)")
+    p.add_argument("--profile", default="eager,graph_unfused,graph,compile",
+                   help="variants whose decode kernels are listed (comma-separated)")
     p.add_argument("--json", type=Path, help="write every figure here")
     return p.parse_args()
 
@@ -190,12 +192,31 @@ def prefill_points(decoder: PipelinedDecoder, cfg: SimpleNamespace, variant: str
 
 def print_decode_table(results: dict) -> None:
     print(f"\n{'variant':16s} {'batch':>5s} {'TPOT ms':>8s} {'tok/s':>9s} {'MBU':>7s} {'GB/s':>7s} "
-          f"{'dec. MFU':>8s} {'floor mem/compute ms':>21s}")
+          f"{'dec. MFU':>8s} {'floor mem/compute ms':>21s} bound")
     for name, points in results["decode"].items():
         for p in points:
+            bound = "memory" if p["memory_floor_ms"] > p["compute_floor_ms"] else "compute"
             print(f"{name:16s} {p['batch']:5d} {p['tpot_ms']:8.2f} {p['tok_s']:9,.1f} {100 * p['mbu']:6.1f}% "
                   f"{p['bandwidth_gbps']:7,.0f} {100 * p['decode_mfu']:7.1f}% "
-                  f"{p['memory_floor_ms']:10.2f} / {p['compute_floor_ms']:.2f}")
+                  f"{p['memory_floor_ms']:10.2f} / {p['compute_floor_ms']:.2f} {bound:>8s}")
+    print(results["crossover"])
+
+
+def compute_bound_batch(cfg: SimpleNamespace) -> str:
+    """Where batched decode turns compute-bound: the batch whose step FLOPs take longer at the peak
+    than its bytes at the peak bandwidth. Each sequence adds its KV cache's bytes as well as FLOPs."""
+    weight_bytes, kv_seq = decode_bytes_per_step(cfg.model, cfg.counts, SimpleNamespace(
+        input_len=cfg.input_len, output_len=cfg.output_len, batch_size=1), cfg.torch_dtype)
+    context = cfg.input_len + cfg.output_len / 2
+    flops_seq = 2 * cfg.counts.matmul_active + 4 * cfg.model.layers * cfg.d_attn * context
+    peak, bandwidth = cfg.peak_tflops * 1e12, cfg.hw.hbm_bandwidth_gbps * 1e9
+    weights_only = weight_bytes / bandwidth / (2 * cfg.counts.matmul_active / peak)
+    margin = flops_seq / peak - kv_seq / bandwidth  # seconds of compute over memory each sequence adds
+    at_context = (f"from batch {weight_bytes / bandwidth / margin:,.0f}" if margin > 0 else
+                  "never: each sequence's KV cache adds more memory time than compute time")
+    return (f"compute-bound decode at context {context:,.0f}: {at_context}; without the KV cache (short "
+            f"contexts) from batch {weights_only:,.0f} (peak {cfg.peak_tflops:,.0f} TFLOP/s over "
+            f"{cfg.hw.hbm_bandwidth_gbps:,.0f} GB/s)")
 
 
 def print_other_tables(results: dict) -> None:
@@ -234,7 +255,7 @@ def main() -> None:
     on_cuda = cfg.device.type == "cuda"
     results = {"args": {k: str(v) for k, v in vars(args).items()}, "device": device_name(cfg.device),
                "torch": torch.__version__, "bandwidth": measured_bandwidth_gbps(cfg.device) if on_cuda else {},
-               "decode": {}, "kernels": {}, "prefill": []}
+               "decode": {}, "kernels": {}, "prefill": [], "crossover": compute_bound_batch(cfg)}
     results["prefill"] = prefill_points(decoder, cfg, "eager")
     fused = False
     for name in args.variants.split(","):
@@ -253,8 +274,10 @@ def main() -> None:
             torch.cuda.empty_cache()
         if on_cuda and name in args.profile.split(","):
             results["kernels"][name] = decode_kernels(decoder, cfg, options)
-        if name == "compile":  # the fused, compiled prefill that decode_mode=compile runs
-            results["prefill"] += prefill_points(decoder, cfg, name)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+    if fused and on_cuda:  # the fused, compiled prefill that decode_mode=compile runs (compiles per shape)
+        results["prefill"] += prefill_points(decoder, cfg, "compile")
         if args.json:
             args.json.write_text(json.dumps(results, indent=1))
     print_other_tables(results)

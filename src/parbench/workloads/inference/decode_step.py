@@ -31,12 +31,13 @@ class DecodeOptions:
     separate projections, op by op)."""
 
     fuse: bool = False  # q/k/v and gate/up as one matmul each (llama.fuse_projections)
-    compile: bool = False  # torch.compile of the static-shape step
+    static_shapes: bool = False  # one-token steps through the static-shape path (implied by the two below)
+    compile: bool = False  # torch.compile of the static-shape step (and of the prefill)
     graph: bool = False  # the static-shape step replayed as a CUDA graph
 
     @property
     def static(self) -> bool:
-        return self.compile or self.graph
+        return self.static_shapes or self.compile or self.graph
 
 
 # workload.decode_mode -> options on a device type. `compile` replays its compiled step as a
