@@ -37,10 +37,10 @@ from omegaconf import OmegaConf
 from torch.distributed.device_mesh import init_device_mesh
 
 from parbench.config.schema import ModelConfig
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 from parbench.models.llama import fuse_projections
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import MESH_DIMS, ParallelDims
+from parbench.config.dims import MESH_DIMS, ParallelDims
+from parbench.distenv import DistEnv
 from parbench.paths import CONF_DIR
 from parbench.workloads.inference.decode_step import DecodeOptions
 from parbench.workloads.inference.latency import decode_bytes_per_step, mbu_metrics, prefill_flops

@@ -40,14 +40,10 @@ class DecodeOptions:
         return self.static_shapes or self.compile or self.graph
 
 
-# workload.decode_mode -> options on a device type. `compile` replays its compiled step as a
-# CUDA graph where there is one (compiling it with mode="reduce-overhead" would not: inductor's
-# graph trees skip steps that write into inputs, and the KV cache is one).
-DECODE_MODES = ("auto", "eager", "graph", "compile")
-
-
 def decode_options(mode: str, device_type: str) -> DecodeOptions:
-    """The options of a resolved mode (not auto) on `device_type`."""
+    """The options of a resolved workload.decode_mode (not auto) on `device_type`. `compile` replays
+    its compiled step as a CUDA graph where there is one (compiling with mode="reduce-overhead"
+    would not: inductor's graph trees skip steps that write into inputs, and the KV cache is one)."""
     on_cuda = device_type == "cuda"
     return {"eager": DecodeOptions(),
             "graph": DecodeOptions(fuse=True, graph=True),

@@ -15,19 +15,18 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
 from parbench.metrics.timing import device_synchronize
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import Attention, FeedForward, fuse_projections
 from parbench.models.moe import MoE
-from parbench.parallel import DistEnv
-from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
 from parbench.workloads.inference.decode_step import decode_options
+from parbench.workloads.specs.inference import resolved_decode_mode
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
@@ -231,7 +230,7 @@ def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
 
 def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
     """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
-    from parbench.report.inference import plot_phase_pies
+    from parbench.metrics.plots import plot_phase_pies
 
     categories = sorted({c for table in shares.values() for c in table})
     lines = ["category," + ",".join(shares)]
@@ -239,52 +238,3 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     (job_dir / OPS_CSV).write_text("\n".join(lines) + "\n")
     plot_phase_pies(shares, job_dir / OPS_PNG)
     return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
-
-
-def decode_mode_blocker(mode: str, cfg: Config) -> str | None:
-    """Why decode steps cannot run in `mode` (graph or compile) here, or None. MoE routing has
-    data-dependent shapes, which neither a graph nor a static compiled step can hold; capture and
-    compilation in an unmeasured batch keep them out of the timing."""
-    on_cuda = cfg.hardware.device_type == "cuda"
-    if mode == "graph" and not on_cuda:
-        return f"CUDA graphs need a CUDA device (got {cfg.hardware.device_type})"
-    if cfg.model.experts:
-        return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
-    if on_cuda and cfg.parallel.pp > 1:
-        return f"CUDA-graph capture under pipeline stages (parallel.pp={cfg.parallel.pp}) has not run on a GPU yet"
-    if cfg.workload.warmup < 1:
-        return "the first batch captures/compiles the step, so set workload.warmup >= 1 to keep that out of the timing"
-    return None
-
-
-def resolved_decode_mode(cfg: Config) -> str:
-    """auto: compile where it can run on CUDA (the fastest measured, docs/inference.md), else eager."""
-    mode = cfg.workload.decode_mode
-    if mode != "auto":
-        return mode
-    fast = cfg.hardware.device_type == "cuda" and decode_mode_blocker("compile", cfg) is None
-    return "compile" if fast else "eager"
-
-
-def check_native(cfg: Config) -> None:
-    """Tensor parallel splits the vocabulary evenly; graph and compile decode need a dense model
-    (graph: CUDA); weights and KV cache alone must fit the device memory (activations come on top)."""
-    mode = cfg.workload.decode_mode
-    if mode in ("graph", "compile") and (blocker := decode_mode_blocker(mode, cfg)):
-        raise ConfigError(f"workload.decode_mode={mode} cannot run: {blocker}; set workload.decode_mode=eager")
-    tp = cfg.parallel.tp
-    if cfg.model.vocab % tp:
-        raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
-                          "engine splits the embedding and the output head evenly over the tp ranks")
-    hw = cfg.hardware
-    if not hw.memory_gb:
-        return
-    memory = memory_per_device_gb(cfg)
-    weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
-    if weights + kv_cache > hw.memory_gb:
-        raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
-                          f"hardware.memory_gb="
-                          f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
-
-
-ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_native))
