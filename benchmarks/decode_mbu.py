@@ -12,10 +12,11 @@ then prefill TTFT and MFU (causal FLOPs convention, latency.prefill_flops) at `-
 and the device's measured copy/read bandwidth. `--profile` adds the top GPU kernels of a few
 decode steps per variant (where the step's time goes). `--json PATH` writes every figure.
 
-Variants: eager (reference: op by op, growing cache shapes, separate projections),
-graph_unfused (the previous session's CUDA-graph path), graph (fused projections + graph),
-compile_nograph (fused + torch.compile, launched without a graph), compile (fused + compile +
-graph: what decode_mode=auto picks on CUDA)."""
+Variants (decode_step.DecodeOptions): eager (the reference: op by op, growing cache shapes,
+separate projections), graph_unfused (the static-shape step as a CUDA graph, separate
+projections: main's former cuda_graph=true), graph (fused projections + graph), compile (fused +
+torch.compile + graph: what decode_mode=auto picks on CUDA), compile_nograph (the same compiled
+steps launched without a graph). The compiled prefill (decode_mode=compile's) is measured last."""
 
 from __future__ import annotations
 
