@@ -50,7 +50,7 @@ case $SUITE in
     LAYOUTS=(parallel=dp,tp,pp); [ "$SUITE" = inference1 ] && LAYOUTS=(hardware.gpus_per_node=1)
     [ -n "${LAYOUTS_OVERRIDE:-}" ] && read -ra LAYOUTS <<< "$LAYOUTS_OVERRIDE"
     INF=(workload=inference model=llama2_7b model.max_seq_len=8320 workload.output_len=32 workload.warmup=1
-         workload.repeats=3 workload.profile=false launch.timeout_s=300 "${LAYOUTS[@]}")
+         workload.repeats=3 workload.profile=false launch.timeout_s=600 "${LAYOUTS[@]}")
     for s in ${SWEEPS:-check input_len batch}; do
       case $s in
         check) sweep "check${TAG:+_$TAG}" workload=inference model=tiny workload.dtype=fp32 workload.verify=true \
