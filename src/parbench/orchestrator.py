@@ -16,14 +16,14 @@ from parbench.config import ConfigError, resolve
 from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
 from parbench.config.validate import validate
-from parbench.launch.cluster import current_node
+from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
 from parbench.models import build_model, count_params
 from parbench.parallel.dims import ParallelDims
 from parbench.report.summary import metrics_table
 from parbench.tracking.job import LOG_FILE, JobRun
 from parbench.tracking.store import Store
-from parbench.tracking.sweep import parent_run_id
+from parbench.tracking.sweep import parent_run_id, run_name
 from parbench.workloads import WORKLOADS, job_layout
 from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
@@ -43,9 +43,8 @@ class JobContext:
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN
         choices = {k: str(v) for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
-        label = hc.job.override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
         return cls(Path(hc.runtime.output_dir), multirun, Path(hc.sweep.dir) if multirun else None,
-                   f"{choices.get('workload', 'job')} {label}", choices)
+                   run_name(choices, hc.job.override_dirname), choices)
 
 
 def make_plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -80,10 +79,12 @@ def run_job(node: DictConfig) -> dict:
 
 
 def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
-    node = current_node(cfg.hardware.nodes)
+    node = current_node(cfg.hardware.nodes, cfg.launch.master_port)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
     run = JobRun.start(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir) if node.is_main else None
+    if run is not None:
+        run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
     if run is not None and cfg.hardware.device_type == "cuda":
         record_topology(run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
@@ -122,6 +123,8 @@ def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:
     print(f"parbench: invalid config ({ctx.name}): {error}", file=sys.stderr, flush=True)
     if not ctx.multirun:
         sys.exit(2)
+    if not is_main_node():  # every node of a multi-node job gets here; node 0 records it
+        return {}
     store = Store(node.tracking.uri, node.tracking.experiment)
     run_id = store.create_run(ctx.name, {"status": "FAILED", "failure_reason": f"invalid config: {error}",
                                          **{f"choice.{k}": v for k, v in ctx.choices.items()}},

@@ -9,6 +9,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from parbench.launch.cluster import SLURM_JOB_TAG
 from parbench.report.inference import inference_sweep_report
 from parbench.report.summary import format_runs, sweep_table
 from parbench.tracking.store import Store
@@ -17,6 +18,12 @@ PARENT_FILE = "mlflow_parent_run.json"
 # Cross-run reports made at a sweep's end: (store, parent run id, child runs, sweep dir) -> files
 # written (and logged on the parent run); each returns nothing when the sweep is not its kind.
 SWEEP_REPORTS = (inference_sweep_report,)
+
+
+def run_name(choices: dict[str, str], override_dirname: str) -> str:
+    """A job's run name: its workload and what its overrides change (Hydra's override_dirname)."""
+    label = override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
+    return f"{choices.get('workload', 'job')} {label}"
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:
@@ -51,3 +58,26 @@ class MlflowSweepCallback(Callback):
         print("".join(f"Report: {path}\n" for path in reports), end="")
         print(f"Summary CSV: {csv}\nCompare in MLflow: mlflow ui --backend-store-uri {store.uri}  "
               f"(parent run {run_id})")
+
+
+def record_point_failure(store: Store, parent_id: str, job_id: str, name: str, overrides: list[str],
+                         status: str, reason: str) -> str:
+    """A point whose cluster job ended badly: its run (found by the SLURM job id the orchestrator
+    tagged) is closed with the reason; a job that never opened one (it died first, or timed out
+    before starting) gets a run here. Returns the run id."""
+    children = store.child_runs(parent_id)
+    column = f"tags.{SLURM_JOB_TAG}"
+    found = children[children[column] == job_id] if column in children else children.iloc[0:0]
+    if len(found) and found.iloc[0]["status"] == "FINISHED":
+        return found.iloc[0]["run_id"]
+    if len(found):
+        run_id = found.iloc[0]["run_id"]
+        earlier = found.iloc[0].get("tags.failure_reason")
+        if isinstance(earlier, str) and earlier and earlier not in reason:
+            reason = f"{reason}; the orchestrator saw: {earlier}"
+    else:
+        run_id = store.create_run(name, {SLURM_JOB_TAG: job_id, "overrides": " ".join(overrides)}, parent_id)
+        store.log_params(run_id, dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o))
+    store.set_tags(run_id, {"status": status, "failure_reason": reason})
+    store.close(run_id, status)
+    return run_id
