@@ -18,7 +18,7 @@ from conftest import REPO, Cli
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 POINTS_CONF = Path(__file__).parent / "slurm_conf"  # +point=<one of POINTS>: tests/slurm_conf/point/*.yaml
-POINTS = ("ok", "invalid", "crash", "timeout", "cancel")
+POINTS = ("invalid", "crash", "cancel", "timeout")
 
 
 @pytest.fixture(scope="module")
@@ -114,29 +114,32 @@ def test_sweep_runs_as_slurm_jobs_into_a_tracking_server(slurm_cluster, tracking
     assert "Sweep" in out and "FINISHED" in out and "Bypassing sacct error" not in out
 
 
-def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_cluster, cli):
-    """An invalid point, a crash, a SLURM time limit and a scancel: each a FAILED/KILLED run saying why;
-    the good point FINISHED, the parent closed, the summary printed."""
-    proc = start_sweep(cli, cli.uri, f"hydra.searchpath=[file://{POINTS_CONF}]", f"+point={','.join(POINTS)}",
-                       "hydra.launcher.timeout_min=1", "hydra.launcher.cpus_per_task=1", "workload.steps=20")
-    cancelled = cancel_when_running(proc, cli.root / "sweep" / "4")
-    out = finish(proc, timeout=720)
-    assert cancelled, out[-4000:]
-    runs = cli.runs()
-    children = runs[runs["tags.mlflow.parentRunId"].notna()]
-    by_point = {next(p for p in POINTS if f"point={p}" in row["tags.mlflow.runName"]): row
-                for _, row in children.iterrows()}
-    assert sorted(by_point) == ["cancel", "crash", "invalid", "ok", "timeout"], children["tags.mlflow.runName"]
-    assert by_point["ok"].status == "FINISHED"
-    assert by_point["invalid"].status == "FAILED" and by_point["invalid"]["tags.failure_reason"].startswith("invalid config")
-    assert by_point["crash"].status == "FAILED" and "injected crash at step 2" in by_point["crash"]["tags.failure_reason"]
-    assert by_point["timeout"].status == "FAILED"
-    assert by_point["timeout"]["tags.failure_reason"].startswith("SLURM time limit reached (hydra.launcher.timeout_min=1)")
-    assert by_point["cancel"].status == "KILLED"
-    assert by_point["cancel"]["tags.failure_reason"].startswith("cancelled in SLURM")
-    parent = runs[runs["tags.mlflow.parentRunId"].isna()].iloc[0]
-    assert parent.status == "FINISHED"  # closed, not RUNNING
-    assert "Sweep" in out and "Summary CSV" in out and "Traceback" not in out
+def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_cluster, tmp_path):
+    """An invalid point, a crash and a scancel in one sweep, a SLURM time limit in another (its limit
+    is the whole sweep's): each a FAILED/KILLED run saying why, parents closed, summaries printed."""
+    points, limit = Cli(tmp_path / "points"), Cli(tmp_path / "limit")
+    for cli in (points, limit):
+        cli.root.mkdir()
+    common = (f"hydra.searchpath=[file://{POINTS_CONF}]", "hydra.launcher.cpus_per_task=1", "workload.steps=20")
+    procs = [start_sweep(points, points.uri, *common, "+point=invalid,crash,cancel", "hydra.launcher.timeout_min=10"),
+             start_sweep(limit, limit.uri, *common, "+point=timeout", "hydra.launcher.timeout_min=1")]
+    cancelled = cancel_when_running(procs[0], points.root / "sweep" / "2")
+    outs = [finish(proc, timeout=720) for proc in procs]
+    assert cancelled, outs[0][-4000:]
+    runs = {cli: cli.runs() for cli in (points, limit)}
+    children = {name: row for cli in (points, limit) for _, row in runs[cli].iterrows()
+                for name in POINTS if f"point={name}," in row["tags.mlflow.runName"]}
+    assert sorted(children) == sorted(POINTS), [r["tags.mlflow.runName"] for r in runs.values()]
+    status = {name: (row.status, row["tags.failure_reason"]) for name, row in children.items()}
+    assert status["invalid"][0] == "FAILED" and status["invalid"][1].startswith("invalid config"), status
+    assert status["crash"][0] == "FAILED" and "injected crash at step 2" in status["crash"][1], status
+    assert status["cancel"][0] == "KILLED" and status["cancel"][1].startswith("cancelled in SLURM"), status
+    assert status["timeout"][0] == "FAILED", status
+    assert status["timeout"][1].startswith("SLURM time limit reached (hydra.launcher.timeout_min=1)"), status
+    for cli, out in zip((points, limit), outs):
+        parent = runs[cli][runs[cli]["tags.mlflow.parentRunId"].isna()]
+        assert len(parent) == 1 and parent.status.iloc[0] != "RUNNING"  # closed
+        assert "Sweep" in out and "Summary CSV" in out and "Traceback" not in out, out[-4000:]
 
 
 def cancel_when_running(proc: subprocess.Popen, job_dir: Path) -> bool:

@@ -99,10 +99,13 @@ if SlurmLauncher is not None:
             from parbench.tracking.store import Store
             from parbench.tracking.sweep import parent_run_id, record_point_failure
 
-            print(f"[parbench] SLURM job {job_id} ({name}): {status}: {reason}", flush=True)
             parent = parent_run_id(Path(str(self.config.hydra.sweep.dir)))
             store = Store(self.config.tracking.uri, self.config.tracking.experiment)
-            record_point_failure(store, parent, job_id, name, overrides, status, reason)
+            if record_point_failure(store, parent, job_id, name, overrides, status, reason) is None:
+                print(f"[parbench] SLURM job {job_id} ({name}): its run had FINISHED before SLURM stopped the job "
+                      f"({reason.split(':')[0]}); kept as FINISHED", flush=True)
+            else:
+                print(f"[parbench] SLURM job {job_id} ({name}): {status}: {reason}", flush=True)
 
 
 def _job_error(error: BaseException, job) -> str:

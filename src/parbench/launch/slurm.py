@@ -13,12 +13,11 @@ from typing import Callable, Iterable
 
 from omegaconf import OmegaConf
 
-from parbench.tracking.store import sqlite_path
-
 # squeue states after which a job runs no more (REQUEUED and COMPLETING are on the way elsewhere).
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "OUT_OF_MEMORY", "NODE_FAIL",
          "BOOT_FAIL", "PREEMPTED", "SPECIAL_EXIT", "REVOKED"}
 CPUS_PER_GPU = 4  # CPU cores asked for per GPU (data loading, the orchestrator): 32 for 8 GPUs
+SQLITE = "sqlite:///"
 MISSING_POLLS = 3  # polls a job may be absent from squeue before it counts as ended (purged)
 
 
@@ -47,9 +46,9 @@ def with_absolute_tracking(overrides: Iterable[str], sweep_uri: str) -> list[str
     overrides = list(overrides)
     given = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "tracking.uri"]
     uri = given[-1].split("=", 1)[1] if given else sweep_uri
-    db = sqlite_path(uri)
-    if db is None or db.is_absolute():
+    if not uri.startswith(SQLITE) or Path(uri[len(SQLITE):]).is_absolute():
         return overrides
+    db = Path(uri[len(SQLITE):])
     return [o for o in overrides if o not in given] + [f"tracking.uri=sqlite:///{db.resolve()}"]
 
 

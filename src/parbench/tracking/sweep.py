@@ -61,15 +61,16 @@ class MlflowSweepCallback(Callback):
 
 
 def record_point_failure(store: Store, parent_id: str, job_id: str, name: str, overrides: list[str],
-                         status: str, reason: str) -> str:
+                         status: str, reason: str) -> str | None:
     """A point whose cluster job ended badly: its run (found by the SLURM job id the orchestrator
     tagged) is closed with the reason; a job that never opened one (it died first, or timed out
-    before starting) gets a run here. Returns the run id."""
+    before starting) gets a run here. Returns the run id; None when the run had FINISHED already
+    (SLURM stopped the job while it was writing its last files) and stays so."""
     children = store.child_runs(parent_id)
     column = f"tags.{SLURM_JOB_TAG}"
     found = children[children[column] == job_id] if column in children else children.iloc[0:0]
     if len(found) and found.iloc[0]["status"] == "FINISHED":
-        return found.iloc[0]["run_id"]
+        return None
     if len(found):
         run_id = found.iloc[0]["run_id"]
         earlier = found.iloc[0].get("tags.failure_reason")
