@@ -18,7 +18,7 @@ from conftest import REPO, Cli
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 POINTS_CONF = Path(__file__).parent / "slurm_conf"  # +point=<one of POINTS>: tests/slurm_conf/point/*.yaml
-POINTS = ("invalid", "crash", "cancel", "timeout")
+POINTS = ("invalid", "crash", "job_error", "cancel", "timeout")
 
 
 @pytest.fixture(scope="module")
@@ -115,15 +115,16 @@ def test_sweep_runs_as_slurm_jobs_into_a_tracking_server(slurm_cluster, tracking
 
 
 def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_cluster, tmp_path):
-    """An invalid point, a crash and a scancel in one sweep, a SLURM time limit in another (its limit
-    is the whole sweep's): each a FAILED/KILLED run saying why, parents closed, summaries printed."""
+    """An invalid point, a rank's crash, the orchestrator's crash and a scancel in one sweep, a SLURM
+    time limit in another (the limit is the whole sweep's): each a FAILED/KILLED run saying why,
+    parents closed, summaries printed."""
     points, limit = Cli(tmp_path / "points"), Cli(tmp_path / "limit")
     for cli in (points, limit):
         cli.root.mkdir()
     common = (f"hydra.searchpath=[file://{POINTS_CONF}]", "hydra.launcher.cpus_per_task=1", "workload.steps=20")
-    procs = [start_sweep(points, points.uri, *common, "+point=invalid,crash,cancel", "hydra.launcher.timeout_min=10"),
+    procs = [start_sweep(points, points.uri, *common, "+point=invalid,crash,job_error,cancel", "hydra.launcher.timeout_min=10"),
              start_sweep(limit, limit.uri, *common, "+point=timeout", "hydra.launcher.timeout_min=1")]
-    cancelled = cancel_when_running(procs[0], points.root / "sweep" / "2")
+    cancelled = cancel_when_running(procs[0], points.root / "sweep" / "3")
     outs = [finish(proc, timeout=720) for proc in procs]
     assert cancelled, outs[0][-4000:]
     runs = {cli: cli.runs() for cli in (points, limit)}
@@ -133,6 +134,8 @@ def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_clu
     status = {name: (row.status, row["tags.failure_reason"]) for name, row in children.items()}
     assert status["invalid"][0] == "FAILED" and status["invalid"][1].startswith("invalid config"), status
     assert status["crash"][0] == "FAILED" and "injected crash at step 2" in status["crash"][1], status
+    assert status["job_error"][0] == "FAILED", status
+    assert status["job_error"][1].startswith("the job raised ValueError: maxlen must be non-negative"), status
     assert status["cancel"][0] == "KILLED" and status["cancel"][1].startswith("cancelled in SLURM"), status
     assert status["timeout"][0] == "FAILED", status
     assert status["timeout"][1].startswith("SLURM time limit reached (hydra.launcher.timeout_min=1)"), status

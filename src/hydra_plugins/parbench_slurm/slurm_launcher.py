@@ -6,7 +6,6 @@ its parent run."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,7 +17,6 @@ try:
 except ImportError:  # the slurm extra is not installed: hydra/launcher=slurm says so when chosen
     SlurmLauncher = None
 
-log = logging.getLogger(__name__)
 RESULT_WAIT_S = 30  # how long a shared file system may take to show a job's result file
 
 if SlurmLauncher is not None:
@@ -80,17 +78,16 @@ if SlurmLauncher is not None:
             Hydra's sweeper goes on to the sweep's end (summary, parent run closed)."""
             from parbench.launch.slurm import wait_for_file
 
-            result, error = None, None
-            if end.state == "COMPLETED" or wait_for_file(job.paths.result_pickle, RESULT_WAIT_S):
-                error = job.exception()
-                result = None if error is not None else job.result()
             failure = end.failure(int(self.params["timeout_min"]))
-            if failure is None and result is not None and result.status == JobStatus.COMPLETED:
-                return result
-            if failure is None:
-                raised = result._return_value if result is not None else error
-                failure = ("FAILED", _job_error(raised, job) if raised is not None else
-                           f"the job ended ({end.state}) without a result: see {job.paths.stderr}")
+            if failure is None and wait_for_file(job.paths.result_pickle, RESULT_WAIT_S):
+                # SLURM saw no failure: the job's own result says how the point went.
+                error = job.exception()
+                result = job.result() if error is None else None
+                if result is not None and result.status == JobStatus.COMPLETED:
+                    return result
+                failure = ("FAILED", _job_error(result._return_value if result is not None else error, job))
+            elif failure is None:
+                failure = ("FAILED", f"the job ended ({end.state}) without a result: see {job.paths.stderr}")
             self._record(job.job_id, name, list(filter_overrides(overrides)), *failure)
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED,
                              _return_value={"status": failure[0], "failure_reason": failure[1]})
@@ -109,8 +106,8 @@ if SlurmLauncher is not None:
 
 
 def _job_error(error: BaseException, job) -> str:
-    """The last line of a job's exception (submitit wraps the job's traceback), and its log."""
-    lines = [line for line in str(error).splitlines() if line.strip() and not line.startswith("-")]
-    cause = next((line for line in reversed(lines) if "Error" in line or "Exception" in line), lines[-1] if lines
-                 else type(error).__name__)
+    """The exception that ended the job (for submitit's FailedJobError, the last one in the job's
+    traceback it carries), and where its log is."""
+    lines = [line for line in f"{type(error).__name__}: {error}".splitlines() if line.strip()]
+    cause = next((line for line in reversed(lines) if "Error" in line or "Exception" in line), lines[0])
     return f"the job raised {cause.strip()} (log: {job.paths.stderr})"
