@@ -128,9 +128,9 @@ def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_clu
     outs = [finish(proc, timeout=720) for proc in procs]
     assert cancelled, outs[0][-4000:]
     runs = {cli: cli.runs() for cli in (points, limit)}
-    children = {name: row for cli in (points, limit) for _, row in runs[cli].iterrows()
-                for name in POINTS if f"point={name}," in row["tags.mlflow.runName"]}
-    assert sorted(children) == sorted(POINTS), [r["tags.mlflow.runName"] for r in runs.values()]
+    children = {row["tags.choice.point"]: row for cli in (points, limit) for _, row in runs[cli].iterrows()
+                if isinstance(row.get("tags.choice.point"), str)}
+    assert sorted(children) == sorted(POINTS), [list(r["tags.mlflow.runName"]) for r in runs.values()]
     status = {name: (row.status, row["tags.failure_reason"]) for name, row in children.items()}
     assert status["invalid"][0] == "FAILED" and status["invalid"][1].startswith("invalid config"), status
     assert status["crash"][0] == "FAILED" and "injected crash at step 2" in status["crash"][1], status

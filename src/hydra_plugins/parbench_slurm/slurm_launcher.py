@@ -53,8 +53,8 @@ if SlurmLauncher is not None:
             job_params = [(o, "hydra.sweep.dir", n, f"job_id_for_{n}", Singleton.get_state())
                           for o, n in zip(overrides, numbers)]
             jobs = self.executor().map_array(self, *zip(*job_params))
-            names = {job.job_id: self._run_name(o) for job, o in zip(jobs, overrides)}
-            labels = {job.job_id: f"#{n} {names[job.job_id]}" for job, n in zip(jobs, numbers)}
+            points = {job.job_id: self._point(o) for job, o in zip(jobs, overrides)}
+            labels = {job.job_id: f"#{n} {points[job.job_id][0]}" for job, n in zip(jobs, numbers)}
             for job in jobs:
                 print(f"[parbench] submitted SLURM job {job.job_id} ({labels[job.job_id]})", flush=True)
             print(f"[parbench] watch: squeue -j {jobs[0].job_id.split('_')[0]}; job logs: {jobs[0].paths.folder.parent}",
@@ -64,16 +64,18 @@ if SlurmLauncher is not None:
                 print(f"[parbench] {note}", flush=True)
             by_id = {job.job_id: job for job in jobs}
             ends = JobWatcher(labels, lambda job_id: by_id[job_id].paths.result_pickle.exists()).wait()
-            return [self._outcome(job, ends[job.job_id], list(o), names[job.job_id]) for job, o in zip(jobs, job_overrides)]
+            return [self._outcome(job, ends[job.job_id], list(o), points[job.job_id]) for job, o in zip(jobs, job_overrides)]
 
-        def _run_name(self, overrides: list[str]) -> str:
-            """The name the orchestrator gives the point's run (a run made here gets the same)."""
-            from parbench.tracking.sweep import run_name
+        def _point(self, overrides: list[str]) -> tuple[str, dict[str, str]]:
+            """The point's name (for the terminal, and a run made here: the orchestrator names a valid
+            point's run by its layout, once its config is checked) and its config choices."""
+            from parbench.tracking.labels import point_label
 
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
-            return run_name({k: str(v) for k, v in cfg.hydra.runtime.choices.items()}, cfg.hydra.job.override_dirname)
+            choices = {k: str(v) for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra")}
+            return point_label(choices, cfg.hydra.job.override_dirname), choices
 
-        def _outcome(self, job, end, overrides: list[str], name: str) -> JobReturn:
+        def _outcome(self, job, end, overrides: list[str], point: tuple[str, dict[str, str]]) -> JobReturn:
             """The point's JobReturn; a failure is recorded in MLflow and returned as handled, so
             Hydra's sweeper goes on to the sweep's end (summary, parent run closed)."""
             from parbench.launch.slurm import wait_for_file
@@ -88,17 +90,19 @@ if SlurmLauncher is not None:
                 failure = ("FAILED", _job_error(result._return_value if result is not None else error, job))
             elif failure is None:
                 failure = ("FAILED", f"the job ended ({end.state}) without a result: see {job.paths.stderr}")
-            self._record(job.job_id, name, list(filter_overrides(overrides)), *failure)
+            self._record(job.job_id, point, list(filter_overrides(overrides)), *failure)
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED,
                              _return_value={"status": failure[0], "failure_reason": failure[1]})
 
-        def _record(self, job_id: str, name: str, overrides: list[str], status: str, reason: str) -> None:
+        def _record(self, job_id: str, point: tuple[str, dict[str, str]], overrides: list[str], status: str,
+                    reason: str) -> None:
+            from parbench.sweep import parent_run_id, record_point_failure
             from parbench.tracking.store import Store
-            from parbench.tracking.sweep import parent_run_id, record_point_failure
 
             parent = parent_run_id(Path(str(self.config.hydra.sweep.dir)))
             store = Store(self.config.tracking.uri, self.config.tracking.experiment)
-            if record_point_failure(store, parent, job_id, name, overrides, status, reason) is None:
+            name, choices = point
+            if record_point_failure(store, parent, job_id, name, choices, overrides, status, reason) is None:
                 print(f"[parbench] SLURM job {job_id} ({name}): its run had FINISHED before SLURM stopped the job "
                       f"({reason.split(':')[0]}); kept as FINISHED", flush=True)
             else:

@@ -15,18 +15,18 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
+from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.metrics.timing import device_synchronize
-from parbench.models import build_model, count_params
+from parbench.metrics.profile import analyze_exported, gzip_trace, rank_summary, trace_path
+from parbench.metrics.timing import STEP_RANGE, device_synchronize
+from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import Attention, FeedForward
 from parbench.models.moe import MoE
-from parbench.parallel import DistEnv
-from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
@@ -35,7 +35,6 @@ from parbench.workloads.reporting import StepReporter, progress
 PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
 OPS_CSV, OPS_PNG = "op_breakdown.csv", "op_breakdown.png"
-TRACE_FILE = "trace_{phase}_rank0.json"  # Chrome/Perfetto trace of one phase on rank 0
 
 
 def synthetic_prompts(cfg: Config, batch_index: int, device: torch.device) -> torch.Tensor:
@@ -89,23 +88,42 @@ def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
 
 @torch.no_grad()
 def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
-                   env: DistEnv, trace_dir: Path) -> dict[str, dict[str, float]]:
-    """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces.
-    Decode runs op by op here: a graph replay has no module scopes to attribute its kernels to."""
-    on_device = env.device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
+                   env: DistEnv) -> dict[str, profile]:
+    """One profiled batch: the prefill, then decode steps, each step a parbench.step range (what
+    trace analysis measures in). Decode runs op by op here: a graph replay has no module scopes
+    to attribute its kernels to."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if env.device.type == "cuda" else [])
     profs: dict[str, profile] = {}
     cache.reset()
     with module_scopes(op_categories(decoder)), decoder.launching_op_by_op():
-        with profile(activities=activities) as profs["prefill"]:
+        with profile(activities=activities) as profs["prefill"], record_function(STEP_RANGE):
             tokens = decoder.step(prompts, cache, greedy).cpu()
         with profile(activities=activities) as profs["decode"]:
             for _ in range(min(output_len - 1, PROFILED_DECODE_STEPS)):
-                tokens = decoder.step(tokens.to(env.device)[:, None], cache, greedy).cpu()
-    if env.is_main:
-        for phase, prof in profs.items():
-            prof.export_chrome_trace(str(trace_dir / TRACE_FILE.format(phase=phase)))
-    return {phase: shares_pct(op_time_by_category(prof, on_device)) for phase, prof in profs.items()}
+                with record_function(STEP_RANGE):
+                    tokens = decoder.step(tokens.to(env.device)[:, None], cache, greedy).cpu()
+    return profs
+
+
+def phase_comm_metrics(profs: dict[str, profile], env: DistEnv, job_dir: Path) -> dict[str, float]:
+    """Every rank's trace of each phase analysed as training steps are (comm_pct, exposed_comm_pct,
+    overlap_pct, comm_pct_<collective>, ...), mean over ranks (`_max`: the max), as prefill_* and
+    decode_*; one rank alone has no communication to measure. Rank 0 keeps its traces (gzipped)."""
+    mine = {}
+    for phase, prof in profs.items():
+        raw = trace_path(job_dir, env.rank, phase)
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(raw))
+        if env.world_size == 1:
+            gzip_trace(raw)
+        else:
+            mine[phase] = analyze_exported(raw, keep=env.is_main).metrics()
+    if env.world_size == 1:
+        return {}
+    gathered: list = [None] * env.world_size
+    dist.all_gather_object(gathered, mine)
+    return {f"{phase}_{key}": value for phase in profs
+            for key, value in rank_summary([g[phase] for g in gathered]).items()}
 
 
 def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
@@ -131,8 +149,11 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
     total = w.warmup + w.repeats
+    meter = WindowMeter.for_device(env.device)  # energy and CPU use over the measured batches
     for i in range(total):
         phase = "warmup" if i < w.warmup else "measure"
+        if i == w.warmup:
+            meter.start()
         progress(env.rank, f"batch {i + 1}/{total} ({phase}): prefill {w.batch_size}x{w.input_len} tokens, "
                            f"then {w.output_len - 1} decode steps")
         prompts = synthetic_prompts(cfg, i, env.device)
@@ -140,12 +161,14 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         if phase == "measure":
             batches.append(timing)
             first_tokens = tokens if first_tokens is None else first_tokens
+            meter.sample()
         request = timing.requests[0]
         reporter.step(i, total, phase, ttft_s=request.ttft, e2e_s=request.e2e,
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
+    meter.stop()
     job_dir = reporter.path.parent
     progress(env.rank, "gathering results over ranks")
-    results = native_results(cfg, env, decoder, cache, batches, build_s)
+    results = native_results(cfg, env, decoder, cache, batches, build_s, meter)
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
@@ -153,10 +176,12 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         progress(env.rank, "verify: decoding the first measured batch again without the KV cache")
         reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
-    if w.profile:
-        progress(env.rank, "profiling one batch (prefill and decode op breakdown)")
-        shares = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env, job_dir)
-        results["metrics"].update(op_share_metrics(shares))
+    if w.profile and cfg.profile.enabled:
+        progress(env.rank, "profiling one batch (prefill and decode: op breakdown, communication share)")
+        profs = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env)
+        shares = {phase: shares_pct(op_time_by_category(prof, env.device.type == "cuda"))
+                  for phase, prof in profs.items()}
+        results["metrics"].update({**op_share_metrics(shares), **phase_comm_metrics(profs, env, job_dir)})
         if env.is_main:
             results["artifacts"] += write_op_breakdown(shares, job_dir)
     progress(env.rank, "done")
@@ -164,20 +189,21 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
 
 
 def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: KVCache,
-                   batches: list[BatchTiming], build_s: float) -> dict:
+                   batches: list[BatchTiming], build_s: float, meter: WindowMeter) -> dict:
     """Rank 0's latencies (what a client sees), memory and model build time as the max over ranks,
-    MBU over all devices."""
+    MBU over all devices, energy over every rank's GPU for the output tokens of the measured batches."""
     w = cfg.workload
     gathered: list = [None] * env.world_size
     per_rank = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
                 **peak_memory_gb(env.device), "model_build_s": build_s}
-    dist.all_gather_object(gathered, per_rank)
-    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m in gathered) for k in per_rank}}
+    dist.all_gather_object(gathered, (per_rank, meter.reading()))
+    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m, _ in gathered) for k in per_rank}}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
                             cfg.hardware.hbm_bandwidth_gbps)
-    return {"metrics": {**metrics, **mbu}, "tags": tags, "artifacts": []}
+    window, window_tags = window_metrics([r for _, r in gathered], len(batches) * w.batch_size * w.output_len)
+    return {"metrics": {**metrics, **mbu, **window}, "tags": {**tags, **window_tags}, "artifacts": []}
 
 
 def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -187,48 +213,11 @@ def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
 
 def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
     """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
-    from parbench.report.inference import plot_phase_pies
+    from parbench.metrics.plots import plot_phase_pies
 
     categories = sorted({c for table in shares.values() for c in table})
     lines = ["category," + ",".join(shares)]
     lines += [f"{c}," + ",".join(f"{shares[p].get(c, 0.0):.3f}" for p in shares) for c in categories]
     (job_dir / OPS_CSV).write_text("\n".join(lines) + "\n")
     plot_phase_pies(shares, job_dir / OPS_PNG)
-    return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
-
-
-def cuda_graph_blocker(cfg: Config) -> str | None:
-    """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
-    shapes, which a graph cannot replay; a capture without warm-up batches would be timed."""
-    if cfg.hardware.device_type != "cuda":
-        return f"it needs a CUDA device (got {cfg.hardware.device_type})"
-    if cfg.model.experts:
-        return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
-    if cfg.parallel.pp > 1:
-        return f"capture under pipeline stages (parallel.pp={cfg.parallel.pp}) is not supported yet"
-    if cfg.workload.warmup < 1:
-        return "the graph is captured in the first batch, so set workload.warmup >= 1 to keep that out of the timing"
-    return None
-
-
-def check_native(cfg: Config) -> None:
-    """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model;
-    weights and KV cache alone must fit the device memory (activations come on top)."""
-    if cfg.workload.cuda_graph and (blocker := cuda_graph_blocker(cfg)):
-        raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false")
-    tp = cfg.parallel.tp
-    if cfg.model.vocab % tp:
-        raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
-                          "engine splits the embedding and the output head evenly over the tp ranks")
-    hw = cfg.hardware
-    if not hw.memory_gb:
-        return
-    memory = memory_per_device_gb(cfg)
-    weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
-    if weights + kv_cache > hw.memory_gb:
-        raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
-                          f"hardware.memory_gb="
-                          f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
-
-
-ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_native))
+    return [OPS_CSV, OPS_PNG]

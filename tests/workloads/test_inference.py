@@ -10,6 +10,7 @@ import socket
 import sys
 from collections import Counter
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,7 +22,7 @@ from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.models import build_initialized, build_model
+from parbench.models.build import build_initialized, build_model
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import init_module
 from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
@@ -190,8 +191,8 @@ def _sharded_build_rank(rank: int, world: int, port: int) -> None:
     nothing else; a stage refuses to send hidden states the next one cannot receive."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    from parbench.parallel import DistEnv
-    from parbench.parallel.dims import MESH_DIMS, ParallelDims
+    from parbench.distenv import DistEnv
+    from parbench.config.dims import MESH_DIMS, ParallelDims
     from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -281,11 +282,26 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
     assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0
     assert children.loc["pp", "metrics.decode_op_pct_p2p"] > 0
+    assert children.loc["pp", "metrics.decode_comm_pct_send_recv"] > 0  # gloo's recv, on the model's thread
+    assert pd.isna(children.loc["dp"].get("metrics.decode_comm_pct"))  # one rank: nothing to share
     assert children.loc["tp", "metrics.mem_weights_gb"] < children.loc["dp", "metrics.mem_weights_gb"]
     for layout in ("tp", "pp"):  # the sweep's end compares them with the single-rank run
         assert np.isfinite(children.loc[layout, "metrics.overhead_pct_tpot_s_p50"])
         assert children.loc[layout, "metrics.scaling_efficiency"] > 0
     assert (cli.root / "sweep" / "inference_scaling.csv").exists()
+
+
+def test_tp2_inference_logs_the_communication_share_of_prefill_and_decode(cli):
+    """By default (no profile override): each phase's trace on each rank, analysed as training steps are."""
+    cli.run("workload=inference", "parallel=tp", "workload.repeats=1", "workload.input_len=16", "workload.output_len=4")
+    run = cli.runs().iloc[0]
+    for phase in ("prefill", "decode"):
+        assert 0 < run[f"metrics.{phase}_comm_pct"] < 100, phase
+        assert run[f"metrics.{phase}_exposed_comm_pct"] <= run[f"metrics.{phase}_comm_pct"] + 1e-9
+        assert run[f"metrics.{phase}_comm_pct_all_reduce"] > 0  # Megatron's row-parallel sums
+    artifacts = {a.path for a in mlflow.MlflowClient(cli.uri).list_artifacts(run.run_id, "profile")}
+    assert {"profile/trace_prefill_rank0.json.gz", "profile/trace_decode_rank0.json.gz"} <= artifacts
+    assert run["metrics.cpu_util_pct"] > 0 and "metrics.energy_j" not in run  # CPU: no energy counter
 
 
 def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
@@ -313,7 +329,7 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
     from parbench.config import ConfigError
     from parbench.config.hardware import GpuInfo
-    from parbench.config.validate import validate
+    from parbench.orchestrator import validate
 
     gpus = [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 2
     cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2", "workload.cuda_graph=true",
@@ -323,12 +339,14 @@ def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):
-    from parbench.config import ConfigError, resolve
+    from parbench.config import ConfigError
+    from parbench.workloads.registry import typed_config
     from parbench.config.hardware import resolve_hardware
     from parbench.paths import CONF_DIR
-    from parbench.workloads.inference.vllm_engine import check, import_vllm
+    from parbench.workloads.inference.vllm_engine import import_vllm
+    from parbench.workloads.specs.inference import validate_vllm as check
 
-    cfg = resolve.to_typed({"hardware": {"name": "cpu", "device_type": "cpu", "backend": "gloo"},
+    cfg = typed_config({"hardware": {"name": "cpu", "device_type": "cpu", "backend": "gloo"},
                             "model": OmegaConf.load(CONF_DIR / "model" / "tiny.yaml"), "parallel": {"name": "dp"},
                             "workload": {"name": "inference", "engine": "vllm", "dtype": "fp32"}})
     cfg.hardware = resolve_hardware(cfg.hardware, [])
