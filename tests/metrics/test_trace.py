@@ -74,7 +74,7 @@ def gpu_trace() -> dict:
         x(STEP_RANGE, "user_annotation", 0, 1000),
         x(f"{trace_events.LAYER_RANGE_PREFIX} layers.0", "user_annotation", 10, 200),
         x("aten::mm", "cpu_op", 20, 10, **{"External id": 1, "Sequence number": 7}),
-        x(f"{trace.BACKWARD_PREFIX} MmBackward0", "cpu_op", 300, 300, tid=2, **{"Sequence number": 7}),
+        x(f"{trace_events.BACKWARD_PREFIX} MmBackward0", "cpu_op", 300, 300, tid=2, **{"Sequence number": 7}),
         x("aten::mm", "cpu_op", 310, 10, tid=2, **{"External id": 2}),
         x("record_param_comms", "cpu_op", 500, 10, tid=2, **{"External id": 3}),
         x("Optimizer.step#AdamW.step", "user_annotation", 800, 150),
@@ -118,7 +118,7 @@ def cpu_trace() -> dict:
     return {"distributedInfo": {"backend": "gloo", "pg_config": [{"pg_size": 2}, {"pg_size": 1}]}, "traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 100), x(STEP_RANGE, "user_annotation", 200, 100),
         x("aten::linear", "cpu_op", 0, 40), x("aten::addmm", "cpu_op", 5, 30),
-        x(f"{trace.BACKWARD_PREFIX} AddmmBackward0", "cpu_op", 40, 20), x("aten::mm", "cpu_op", 40, 20),
+        x(f"{trace_events.BACKWARD_PREFIX} AddmmBackward0", "cpu_op", 40, 20), x("aten::mm", "cpu_op", 40, 20),
         x("c10d::allreduce_", "cpu_op", 50, 2),
         x("gloo:all_reduce", "user_annotation", 55, 30, tid=9, **{"Input Dims": [[250]], "Input type": ["float"]}),
         x("aten::copy_", "cpu_op", 60, 5, tid=9),  # gloo's own copies: part of the collective
@@ -156,7 +156,7 @@ def test_cpu_time_blocked_inside_an_autograd_node_is_not_compute():
     """FSDP's post-backward node waits for its reduce-scatter: only its operators are compute."""
     result = trace.analyze({"traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 100),
-        x(f"{trace.BACKWARD_PREFIX} RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
+        x(f"{trace_events.BACKWARD_PREFIX} RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
         x("RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
         x("fsdp::chunk_cat", "cpu_op", 0, 10), x("c10d::_reduce_scatter_base_", "cpu_op", 10, 1),
         x("gloo:all_reduce", "user_annotation", 12, 80, tid=9), x("aten::div_", "cpu_op", 95, 5),
