@@ -12,7 +12,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import Checkpoi
 from torch.profiler import ProfilerActivity, profile
 
 from parbench.config.dims import MESH_DIMS
-from parbench.metrics import trace
+from parbench.metrics import trace_events
 from parbench.metrics.profile import LayerRanges, keeps_trace, layer_modules, rank_summary
 from parbench.models.build import build_model
 from parbench.report.compare import distinct_labels
@@ -34,10 +34,10 @@ def test_layer_ranges_appear_in_the_trace_and_go_away(model_config):
         model(torch.zeros(1, 8, dtype=torch.long))
     ranges.remove()
     names = {e.name for e in prof.events()}
-    assert {f"{trace.LAYER_RANGE_PREFIX} layers.1", f"{trace.LAYER_RANGE_PREFIX} output"} <= names
+    assert {f"{trace_events.LAYER_RANGE_PREFIX} layers.1", f"{trace_events.LAYER_RANGE_PREFIX} output"} <= names
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         model(torch.zeros(1, 8, dtype=torch.long))
-    assert not any(e.name.startswith(trace.LAYER_RANGE_PREFIX) for e in prof.events())
+    assert not any(e.name.startswith(trace_events.LAYER_RANGE_PREFIX) for e in prof.events())
 
 
 def test_rank_summary_is_mean_and_max_with_missing_collectives_as_zero():

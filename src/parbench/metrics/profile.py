@@ -30,7 +30,7 @@ from torch.profiler import ProfilerActivity, record_function, schedule
 from parbench.config.schema import Config
 from parbench.distenv import DistEnv
 from parbench.paths import PROFILE_DIR
-from parbench.metrics import trace
+from parbench.metrics import trace, trace_events
 from parbench.metrics.profile_tables import bandwidth_metrics, write_tables
 
 GZIP_LEVEL = 3  # traces compress ~10x at any level; higher levels cost seconds on big traces
@@ -66,7 +66,7 @@ def gzip_trace(raw: Path) -> Path:
 
 def analyze_exported(raw: Path, keep: bool) -> trace.TraceAnalysis:
     """Analyse an exported trace, then keep it gzipped or delete it."""
-    analysis = trace.analyze(trace.load_trace(raw))
+    analysis = trace.analyze(trace_events.load_trace(raw))
     if keep:
         gzip_trace(raw)
     else:
@@ -111,7 +111,7 @@ class LayerRanges:
             self._handles.append(module.register_forward_hook(partial(self._exit, name), always_call=True))
 
     def _enter(self, name: str, module: nn.Module, args) -> None:
-        r = record_function(f"{trace.LAYER_RANGE_PREFIX} {name}")
+        r = record_function(f"{trace_events.LAYER_RANGE_PREFIX} {name}")
         r.__enter__()
         self._open[name].append(r)
 
