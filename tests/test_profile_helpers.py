@@ -10,7 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 from parbench.metrics import trace
 from parbench.metrics.profile import LayerRanges, layer_modules, rank_summary
 from parbench.models import build_model
-from parbench.report.compare import distinct_labels
+from parbench.report.runs import distinct_labels
 
 
 def test_layer_modules_are_the_outermost_wrappers_with_clean_names(model_config):

@@ -7,16 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
+from hydra.utils import get_method
 from omegaconf import DictConfig
 
-from parbench.report.inference import inference_sweep_report
 from parbench.report.summary import format_runs, sweep_table
 from parbench.tracking.store import Store
 
 PARENT_FILE = "mlflow_parent_run.json"
-# Cross-run reports made at a sweep's end: (store, parent run id, child runs, sweep dir) -> files
-# written (and logged on the parent run); each returns nothing when the sweep is not its kind.
-SWEEP_REPORTS = (inference_sweep_report,)
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:
@@ -25,6 +22,13 @@ def parent_run_id(sweep_dir: Path) -> str | None:
 
 
 class MlflowSweepCallback(Callback):
+    """`reports`: dotted names of functions (store, parent run id, child runs, sweep dir) -> files,
+    run at the sweep's end (conf/config.yaml names parbench.report.build.sweep_report): named in
+    the config, so this layer does not import the report layer above it."""
+
+    def __init__(self, reports: list[str] = ()) -> None:
+        self.reports = list(reports)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -45,7 +49,7 @@ class MlflowSweepCallback(Callback):
         csv = sweep_dir / "summary.csv"
         table.to_csv(csv, index=False)
         store.log_artifacts(run_id, [csv])
-        reports = [path for report in SWEEP_REPORTS for path in report(store, run_id, children, sweep_dir)]
+        reports = [path for name in self.reports for path in get_method(name)(store, run_id, children, sweep_dir)]
         store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
         print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
         print("".join(f"Report: {path}\n" for path in reports), end="")

@@ -187,7 +187,7 @@ def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
 
 def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
     """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
-    from parbench.report.inference import plot_phase_pies
+    from parbench.report.inference_plots import plot_phase_pies
 
     categories = sorted({c for table in shares.values() for c in table})
     lines = ["category," + ",".join(shares)]
