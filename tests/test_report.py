@@ -48,6 +48,13 @@ def strong(store) -> Cli:
                  "profile.enabled=true", "profile.active_steps=1")
 
 
+def children_step_times(cli: Cli) -> dict[str, float]:
+    """hardware.gpus_per_node -> step_time_s of the sweep's finished runs."""
+    runs = cli.runs()
+    runs = runs[(runs["tags.mlflow.parentRunId"] == parent_id(cli)) & (runs["status"] == "FINISHED")]
+    return dict(zip(runs["params.hardware.gpus_per_node"], runs["metrics.step_time_s"]))
+
+
 def report(uri: str, out, *args: str) -> int:
     return report_main(["--uri", uri, "--out", str(out), *args])
 
@@ -70,9 +77,7 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     assert list(failed["run"]) == ["gpus_per_node=3"] and "multiple of" in failed["reason"][0]
 
     # Speedup and efficiency from the children's logged step times (one global batch: time ratios).
-    children = strong.runs()
-    children = children[(children["tags.mlflow.parentRunId"] == parent) & (children["status"] == "FINISHED")]
-    step = dict(zip(children["params.hardware.gpus_per_node"], children["metrics.step_time_s"]))
+    step = children_step_times(strong)
     table = pd.read_csv(folder / "training.csv").set_index("devices")
     assert table.loc[2, "speedup"] == pytest.approx(step["1"] / step["2"], rel=1e-9)
     assert table.loc[2, "parallel_efficiency"] == pytest.approx(step["1"] / step["2"] / 2, rel=1e-9)
@@ -101,8 +106,7 @@ def test_weak_scaling_is_told_apart_and_mixing_is_refused(strong, store, capsys)
     markdown = (root / "weak_report" / "report.md").read_text()
     assert "Weak scaling" in markdown
     table = pd.read_csv(root / "weak_report" / "training.csv").set_index("devices")
-    runs = weak.runs().set_index("params.hardware.gpus_per_node")
-    step = runs["metrics.step_time_s"].dropna()
+    step = children_step_times(weak)
     assert table.loc[2, "parallel_efficiency"] == pytest.approx(step["1"] / step["2"], rel=1e-9)
     assert report(uri, root / "mixed", "--filter", "params.workload.name = 'train'") == 2
     assert "mix strong scaling" in capsys.readouterr().err

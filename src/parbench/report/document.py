@@ -14,6 +14,7 @@ import pandas as pd
 
 MARKDOWN = "report.md"
 HTML = "report.html"
+WIDE_PX = 1000  # figures wider than this take the page's width; narrower ones sit two a row
 
 
 @dataclass
@@ -27,6 +28,11 @@ class Table:
     data: pd.DataFrame  # the numbers behind it, written as CSV
     csv: str
     caption: str = ""
+
+    def __post_init__(self) -> None:
+        """Columns without a single value (every cell `–`) say nothing: left out of the shown table."""
+        empty = [c for c in self.shown.columns if len(self.shown) and (self.shown[c].astype(str) == "–").all()]
+        self.shown = self.shown.drop(columns=empty)
 
 
 @dataclass
@@ -124,7 +130,8 @@ th, td { border: 1px solid #d0d7de; padding: 4px 9px; text-align: right; white-s
 th { background: #f3f5f8; }
 td:first-child, th:first-child { text-align: left; }
 tr:nth-child(even) td { background: #fafbfc; }
-figure { margin: 1em 0; }
+figure { margin: 1em 1% 1em 0; display: inline-block; vertical-align: top; width: 48%; }
+figure.wide { width: 98%; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption, .caption { color: #555; font-size: 13px; font-style: italic; }
 .csv { font-size: 12px; color: #777; }
@@ -152,8 +159,10 @@ def _html_section(section: Section, level: int) -> list[str]:
             table = block.shown.to_html(index=False, escape=True, border=0)
             parts.append(f"{caption}<div class='table-wrap'>{table}</div><div class='csv'>{block.csv}</div>")
         elif isinstance(block, Figure):
-            data = base64.b64encode(block.path.read_bytes()).decode()
-            parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(block.caption)}'>"
+            png = block.path.read_bytes()
+            wide = " class='wide'" if _png_width(png) > WIDE_PX else ""
+            parts.append(f"<figure{wide}><img src='data:image/png;base64,{base64.b64encode(png).decode()}' "
+                         f"alt='{html.escape(block.caption)}'>"
                          f"<figcaption>{_inline(block.caption)}</figcaption></figure>")
     for sub in section.subsections:
         if sub:
@@ -161,7 +170,13 @@ def _html_section(section: Section, level: int) -> list[str]:
     return parts
 
 
+def _png_width(png: bytes) -> int:
+    """Pixel width from the PNG header (IHDR: bytes 16-20, big-endian)."""
+    return int.from_bytes(png[16:20], "big")
+
+
 def _inline(text: str) -> str:
     text = html.escape(text)
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    text = re.sub(r"\*(\S.*?)\*", r"<em>\1</em>", text)
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)

@@ -14,10 +14,8 @@ def number(value, digits: int = 3) -> str:
     if _missing(value):
         return "–"
     value = float(value)
-    if abs(value) >= 1000:
+    if abs(value) >= 1000 or value.is_integer():
         return f"{value:,.0f}"
-    if value == 0:
-        return "0"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
     return f"{value:,.{decimals}f}"
 

@@ -80,7 +80,7 @@ def log_scaling(store: Store, table: pd.DataFrame) -> None:
 
 
 REQUEST = ["layout", "input_len", "batch_size", "output_len"]
-MAX_PIES = 4  # op-share figures shown; every run's shares are in its own artifacts
+MAX_PIES = 4  # op-share figures shown (one per layout); every run's shares are in its own metrics
 
 
 def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -159,9 +159,18 @@ def op_shares(run: pd.Series) -> dict[str, dict[str, float]]:
     return shares
 
 
+def pie_runs(runs: pd.DataFrame) -> list[tuple[pd.Series, dict]]:
+    """One profiled run per layout (its longest input, largest batch), at most MAX_PIES."""
+    chosen = []
+    for _, group in runs.sort_values(["input_len", "batch_size"], ascending=False).groupby("layout", sort=False):
+        profiled = [(row, op_shares(row)) for _, row in group.iterrows()]
+        chosen += [p for p in profiled if p[1]][:1]
+    return chosen[:MAX_PIES]
+
+
 def inference_section(runs: RunSet, out: Path) -> Section:
     """The Inference section, or an empty one when the set has no finished inference run."""
-    done = inference_runs(runs.finished)
+    done = inference_runs(runs.of("inference"))
     section = Section("Inference")
     if done.empty:
         return section
@@ -188,8 +197,7 @@ def inference_section(runs: RunSet, out: Path) -> Section:
         path = plot(done, out / name)
         if path is not None:
             section.add(Figure(path, caption))
-    profiled = [(row, op_shares(row)) for _, row in done.iterrows()]
-    for row, shares in [p for p in profiled if p[1]][:MAX_PIES]:
+    for row, shares in pie_runs(done):
         path = plot_phase_pies(shares, out / f"inference_ops_{row['run_id'][:8]}.png", row["label"])
         section.add(Figure(path, f"Prefill vs decode: share of op time (%) by op type, {row['label']} (rank 0)"))
     return section

@@ -26,6 +26,11 @@ def _param(run: pd.Series, key: str) -> float | None:
     return None if pd.isna(value) or value <= 0 else float(value)
 
 
+def _runs_if_several(shown: pd.DataFrame) -> pd.DataFrame:
+    """A `run` column says something only when the table holds several runs."""
+    return shown.drop(columns="run") if shown["run"].nunique() <= 1 else shown
+
+
 def _sorted(rows: list[dict], by: str) -> pd.DataFrame:
     """Rows as a frame ordered by run, then `by`; empty without rows."""
     return pd.DataFrame(rows).sort_values(["run", by]).reset_index(drop=True) if rows else pd.DataFrame()
@@ -84,7 +89,7 @@ def collectives_subsection(runs: pd.DataFrame, out: Path, metrics: dict[str, flo
         Paragraph("time(size) = alpha + beta x size, fitted by least squares on relative error over every measured "
                   "size; 1/beta is the algorithm bandwidth (size / time) of large messages. On the sweep's parent "
                   "run: metrics `alpha_us/<collective>/n<ranks>` and `beta_gbps/<collective>/n<ranks>`."),
-        Table(shown, fits, "collectives_alpha_beta.csv", "Latency-bandwidth model per collective and group size"),
+        Table(_runs_if_several(shown), fits, "collectives_alpha_beta.csv", "Latency-bandwidth model per collective and group size"),
         Figure(microbench_plots.bandwidth_curves(points, fits, out / "collectives_bandwidth.png"),
                "Bus bandwidth (solid) and algorithm bandwidth (dashed) in GB/s against message size; "
                "dotted: the alpha-beta model's algbw"))
@@ -117,7 +122,7 @@ def matmul_subsection(runs: pd.DataFrame, out: Path) -> Section:
 def _with_figure(section: Section, shown: pd.DataFrame, data: pd.DataFrame, caption: str, plot, png: Path,
                  figure_caption: str) -> Section:
     """A table (its numbers in <png name>.csv) and the figure drawn from the same numbers."""
-    return section.add(Table(shown, data, png.with_suffix(".csv").name, caption),
+    return section.add(Table(_runs_if_several(shown), data, png.with_suffix(".csv").name, caption),
                        Figure(plot(data, png), figure_caption))
 
 
@@ -137,7 +142,9 @@ def membw_subsection(runs: pd.DataFrame, out: Path) -> Section:
                           "of spec": data["spec_fraction"].map(fmt.fraction)})
     return _with_figure(section, shown, data, "Device copy bandwidth (read + write bytes / time)",
                         microbench_plots.membw, out / "membw.png",
-                        "Copy bandwidth (GB/s) against size, dashed: hardware.hbm_bandwidth_gbps")
+                        "Copy bandwidth (GB/s) against size, " + ("dashed: the spec (hardware.hbm_bandwidth_gbps)"
+                                                                   if data["spec_gbps"].notna().any() else
+                                                                   "no spec line: hardware.hbm_bandwidth_gbps is not set"))
 
 
 def p2p_subsection(runs: pd.DataFrame, out: Path) -> Section:

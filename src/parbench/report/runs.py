@@ -32,9 +32,9 @@ class RunSet:
         return self.runs[self.runs["status"] != "FINISHED"]
 
     def of(self, *workloads: str) -> pd.DataFrame:
-        """Finished runs of these workloads."""
+        """Finished runs of these workloads, labelled by what differs among them."""
         done = self.finished
-        return done[done["workload"].isin(workloads)]
+        return relabel(done[done["workload"].isin(workloads)])
 
 
 def distinct_labels(names: list[str]) -> list[str]:
@@ -51,11 +51,15 @@ def distinct_labels(names: list[str]) -> list[str]:
             for parts, name in zip(distinct, names)]
 
 
+def relabel(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with labels of what differs among them alone (a section's runs, not the whole set)."""
+    names = runs.get("tags.mlflow.runName", pd.Series([r[:8] for r in runs["run_id"]], index=runs.index))
+    return runs.assign(label=distinct_labels(list(names.fillna("run"))) if len(runs) else [])
+
+
 def annotate(runs: pd.DataFrame) -> pd.DataFrame:
     """Add `label` (what differs between the runs), `world_size` and `workload` columns."""
-    runs = runs.reset_index(drop=True).copy()
-    names = runs.get("tags.mlflow.runName", pd.Series([r[:8] for r in runs["run_id"]])).fillna("run")
-    runs["label"] = distinct_labels(list(names)) if len(runs) else []
+    runs = relabel(runs.reset_index(drop=True))
     runs["world_size"] = pd.array([_world_size(row) for _, row in runs.iterrows()], dtype="Int64")
     runs["workload"] = runs.get("params.workload.name", pd.Series("unknown", index=runs.index)).fillna("unknown")
     return runs

@@ -151,6 +151,8 @@ def _limit(row) -> str:
     if not measured:
         return "no breakdown: run with profile.enabled=true to see communication"
     name, value = max(measured.items(), key=lambda kv: kv[1])
+    if value < 1:
+        return f"compute: {name} only {fmt.percent(value)} of the step"
     return f"{name} {fmt.percent(value)} of the step"
 
 
