@@ -36,16 +36,25 @@ class Built:
 
 
 class ArtifactFetcher:
-    """Downloads a run's artifact (e.g. profile/layers.csv) once; None when the run has none."""
+    """Downloads a run's artifact (e.g. profile/layers.csv) into a temporary folder, removed on
+    exit; None when the run has no such artifact."""
 
     def __init__(self, uri: str):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per file otherwise
         self.client = MlflowClient(uri)
-        self.dir = Path(tempfile.mkdtemp(prefix="parbench-report-"))
+        self.folder = tempfile.TemporaryDirectory(prefix="parbench-report-")
+
+    def __enter__(self) -> "ArtifactFetcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.folder.cleanup()
 
     def __call__(self, run_id: str, path: str) -> Path | None:
+        target = Path(self.folder.name) / run_id
+        target.mkdir(exist_ok=True)
         try:
-            return Path(self.client.download_artifacts(run_id, path, str(self.dir / run_id)))
+            return Path(self.client.download_artifacts(run_id, path, str(target)))
         except (MlflowException, OSError):
             return None
 
@@ -53,10 +62,10 @@ class ArtifactFetcher:
 def build_report(runs: RunSet, out: Path, uri: str, baseline: RunSet | None = None) -> Built:
     """Write report.md, report.html, PNGs and CSVs for these runs into `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    fetch = ArtifactFetcher(uri)
     metrics: dict[str, float] = {}
-    sections = [training_section(runs, out, fetch), inference_section(runs, out),
-                microbench_section(runs, out, metrics)]
+    with ArtifactFetcher(uri) as fetch:
+        sections = [training_section(runs, out, fetch), inference_section(runs, out),
+                    microbench_section(runs, out, metrics)]
     if baseline is not None:
         sections.append(baseline_section(runs, baseline))
     sections.append(failures_section(runs))

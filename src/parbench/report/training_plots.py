@@ -76,7 +76,8 @@ def memory(table: pd.DataFrame, path: Path) -> Path:
 def layer_times(runs: pd.DataFrame, fetch_artifact) -> pd.DataFrame:
     """ms per profiled step of each layer (rows) in each profiled run (columns), rank 0."""
     columns = {}
-    for _, run in runs.iterrows():
+    profiled = runs.get("params.profile.enabled", pd.Series("False", index=runs.index)) == "True"
+    for _, run in runs[profiled].iterrows():
         path = fetch_artifact(run["run_id"], "profile/layers.csv")
         if path is None:
             continue
