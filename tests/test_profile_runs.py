@@ -51,6 +51,7 @@ def test_profiled_dp_and_fsdp_report_the_collectives_they_run(cli):
     assert len(table) == 2 and "fastest" in set(table["vs_fastest"])
     assert (table["step_time_s_ci_low"] <= table["step_time_s"]).all()
     assert (cli.root / "report" / "training_breakdown.png").stat().st_size > 0
+    assert (cli.root / "report" / "training_layers.png").stat().st_size > 0  # from the runs' profile/layers.csv
 
 
 def test_profile_window_must_leave_unprofiled_steps(cli):

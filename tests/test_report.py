@@ -5,7 +5,6 @@ report on the sweep's parent run, failed points listed; the fits on synthetic po
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import mlflow
@@ -14,10 +13,12 @@ import pandas as pd
 import pytest
 
 from conftest import Cli
+from parbench.__main__ import main as parbench_main
 from parbench.report.__main__ import main as report_main
+from parbench.report.baseline import significance
 from parbench.report.fits import fit_alpha_beta, fit_line
 
-QUICK_TRAIN = ("parallel=dp", "workload.steps=6", "workload.warmup_steps=1")
+QUICK_TRAIN = ("parallel=dp", "workload.steps=4", "workload.warmup_steps=1")
 
 
 def parent_id(cli: Cli) -> str:
@@ -41,11 +42,10 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def strong(store) -> Cli:
-    """Strong scaling over 1 and 2 ranks (one global batch), profiled; 3 ranks cannot split the
-    batch: a FAILED point."""
+    """Strong scaling over 1 and 2 ranks (one global batch); 3 ranks cannot split the batch: a
+    FAILED point. (Profiled runs' breakdown and layer figures: tests/test_profile_runs.py.)"""
     root, uri = store
-    return sweep(root, "strong", uri, *QUICK_TRAIN, "hardware.gpus_per_node=1,2,3", "workload.global_batch_size=4",
-                 "profile.enabled=true", "profile.active_steps=1")
+    return sweep(root, "strong", uri, *QUICK_TRAIN, "hardware.gpus_per_node=1,2,3", "workload.global_batch_size=4")
 
 
 def children_step_times(cli: Cli) -> dict[str, float]:
@@ -65,14 +65,14 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     parent = parent_id(strong)
     logged = {a.path for a in client.list_artifacts(parent, "report")}
     assert {"report/report.html", "report/report.md", "report/training.csv", "report/failed_runs.csv",
-            "report/training_throughput.png", "report/training_scaling.png", "report/training_breakdown.png",
-            "report/training_layers.png", "report/training_memory.png"} <= logged
+            "report/training_throughput.png", "report/training_scaling.png", "report/training_memory.png"} <= logged
+    assert "report/training_breakdown.png" not in logged  # not profiled: no breakdown to draw
     folder = strong.root / "sweep" / "report"
     markdown = (folder / "report.md").read_text()
     assert "## Training" in markdown and "Strong scaling" in markdown and "## Failed runs" in markdown
     assert "## Inference" not in markdown and "## Microbenchmarks" not in markdown
     page = (folder / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 5 and "src='training" not in page  # self-contained
+    assert page.count("data:image/png;base64,") == 3 and "src='training" not in page  # self-contained
     failed = pd.read_csv(folder / "failed_runs.csv")
     assert list(failed["run"]) == ["gpus_per_node=3"] and "multiple of" in failed["reason"][0]
 
@@ -85,7 +85,7 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     assert set(table["vs_fastest"]) <= {"fastest", "indistinguishable", "slower"}
 
 
-def test_cli_latest_sweep_and_baseline(strong, store):
+def test_cli_latest_sweep_and_baseline(strong, store, monkeypatch, capsys):
     root, uri = store
     out = root / "cli"
     parent = parent_id(strong)
@@ -93,9 +93,10 @@ def test_cli_latest_sweep_and_baseline(strong, store):
     against = pd.read_csv(out / "baseline.csv")
     assert set(against["verdict"]) <= {"within noise", "no interval logged"}  # a sweep against itself
     assert (against[against["metric"] == "throughput_tokens_per_s"]["verdict"] == "within noise").all()
-    proc = subprocess.run([sys.executable, "-m", "parbench", "report", "--uri", uri, "--experiment", "nope"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "no experiment 'nope'" in proc.stderr
+    monkeypatch.setattr(sys, "argv", ["parbench", "report", "--uri", uri, "--experiment", "nope"])
+    with pytest.raises(SystemExit) as exit_status:  # the console script hands `report` to the report CLI
+        parbench_main()
+    assert exit_status.value.code == 2 and "no experiment 'nope'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -149,3 +150,12 @@ def test_line_fit_recovers_the_slope():
     assert line.slope == pytest.approx(3e-5, rel=1e-9) and line.intercept == pytest.approx(0.02, rel=1e-9)
     assert line.r2 == pytest.approx(1.0)
     assert fit_line([64, 64], [1.0, 2.0]) is None  # one input length: no line
+
+
+def test_a_change_is_significant_only_when_the_intervals_part():
+    def run(low, high):
+        return pd.Series({"metrics.throughput_tokens_per_s_ci_low": low, "metrics.throughput_tokens_per_s_ci_high": high})
+
+    assert significance(run(110, 120), run(90, 100), "throughput_tokens_per_s") == "significant"
+    assert significance(run(95, 120), run(90, 100), "throughput_tokens_per_s") == "within noise"
+    assert significance(run(95, 120), pd.Series(dtype=float), "throughput_tokens_per_s") == "no interval logged"
