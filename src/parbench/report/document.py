@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from parbench.report.fmt import DASH
+
 MARKDOWN = "report.md"
 HTML = "report.html"
 WIDE_PX = 1000  # figures wider than this take the page's width; narrower ones sit two a row
@@ -31,7 +33,7 @@ class Table:
 
     def __post_init__(self) -> None:
         """Columns without a single value (every cell `–`) say nothing: left out of the shown table."""
-        empty = [c for c in self.shown.columns if len(self.shown) and (self.shown[c].astype(str) == "–").all()]
+        empty = [c for c in self.shown.columns if len(self.shown) and (self.shown[c].astype(str) == DASH).all()]
         self.shown = self.shown.drop(columns=empty)
 
 

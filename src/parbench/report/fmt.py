@@ -1,58 +1,49 @@
-"""Numbers for people: `43,090 tok/s`, `1.23 s`, `38.5 %`, `512 MiB`."""
+"""Table cells for people, on top of parbench.fmt: a dash where a run has no value, and the
+units of report columns (`43,090 tok/s`, `1.23 s`, `38.5 %`, `512 MiB`)."""
 
 from __future__ import annotations
 
 import math
+
+from parbench.fmt import format_number, format_seconds
+
+DASH = "–"  # a cell without a value
 
 
 def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def number(value, digits: int = 3) -> str:
-    """Thousands separators above 1,000; `digits` significant figures below."""
-    if _missing(value):
-        return "–"
-    value = float(value)
-    if abs(value) >= 1000 or value.is_integer():
-        return f"{value:,.0f}"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f}"
+def number(value) -> str:
+    return DASH if _missing(value) else format_number(float(value))
 
 
 def rate(value, unit: str) -> str:
-    return "–" if _missing(value) else f"{number(value)} {unit}"
+    return DASH if _missing(value) else f"{format_number(float(value))} {unit}"
 
 
 def seconds(value) -> str:
-    """1.23 s, 45.6 ms, 789 µs: the unit that keeps the figure between 1 and 1,000."""
-    if _missing(value):
-        return "–"
-    value = float(value)
-    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if abs(value) >= scale or unit == "µs":
-            return f"{number(value / scale)} {unit}"
-    raise AssertionError("unreachable")
+    return DASH if _missing(value) else format_seconds(float(value))
 
 
 def percent(value, signed: bool = False) -> str:
     """A figure already in percent: 38.5 %."""
     if _missing(value):
-        return "–"
+        return DASH
     return f"{float(value):+.1f} %" if signed else f"{float(value):.1f} %"
 
 
 def fraction(value) -> str:
     """A 0..1 ratio as percent."""
-    return "–" if _missing(value) else percent(100 * float(value))
+    return DASH if _missing(value) else percent(100 * float(value))
 
 
 def times(value) -> str:
-    return "–" if _missing(value) else f"{float(value):.2f}x"
+    return DASH if _missing(value) else f"{float(value):.2f}x"
 
 
 def gigabytes(value) -> str:
-    return "–" if _missing(value) else f"{number(value)} GB"
+    return rate(value, "GB")
 
 
 def size(num_bytes) -> str:

@@ -11,8 +11,8 @@ import pandas as pd
 from parbench.report import fmt
 from parbench.report.document import Figure, Paragraph, Section, Table
 from parbench.report.fits import fit_line
-from parbench.report.inference_plots import (plot_latency_vs_input, plot_phase_pies, plot_throughput_bars,
-                                             plot_vs_batch)
+from parbench.metrics.plots import plot_phase_pies
+from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
 from parbench.report.runs import RunSet
 from parbench.tracking.store import Store
 
@@ -22,7 +22,6 @@ SAME_REQUEST = ("params.workload.engine", "params.workload.input_len", "params.w
                 "params.model.name", "params.hardware.name")
 # (metric, lower is better): overhead % = layout / single device - 1, sign so that + is worse.
 COMPARED = (("ttft_s_p50", True), ("tpot_s_p50", True), ("e2e_s_p50", True), ("output_tokens_per_s", False))
-SCALING_CSV = "inference_scaling.csv"
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:

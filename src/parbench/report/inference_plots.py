@@ -1,5 +1,6 @@
 """Figures of inference sweeps: latency against input length with fitted lines, TTFT/TPOT
-against batch size, throughput per layout, prefill/decode op-share pies."""
+against batch size, throughput per layout (the op-share pies are metrics.plots.plot_phase_pies,
+which the inference workers draw too)."""
 
 from __future__ import annotations
 
@@ -71,21 +72,6 @@ def plot_throughput_bars(runs: pd.DataFrame, path: Path) -> Path | None:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set(xlabel="(input length, batch size)", ylabel="output tokens/s", title="Throughput per tp/pp layout")
     ax.grid(axis="y", alpha=0.3)
-    return save(fig, path)
-
-
-def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path, title: str = "") -> Path:
-    """One pie of op-type shares (% of op time) per phase (prefill, decode)."""
-    fig, axes = plt.subplots(1, len(shares), figsize=(4.4 * len(shares), 3.6))
-    for ax, (phase, table) in zip(np.atleast_1d(axes), shares.items()):
-        # Percentages on slices of 5% or more (smaller ones would overlap); the legend has all.
-        wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False,
-                            autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": 8})
-        ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=7, loc="center left",
-                  bbox_to_anchor=(1.0, 0.5))
-        ax.set_title(f"{phase}: share of op time (%)", fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=10)
     return save(fig, path)
 
 

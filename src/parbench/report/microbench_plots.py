@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from parbench.report.fmt import size as size_label  # noqa: E402
-from parbench.report.plots import _save  # noqa: E402
+from parbench.metrics.plots import _save  # noqa: E402
 
 
 def _series(data: pd.DataFrame, run: str, single: str) -> str:

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from parbench.report.plots import _layer_order, _save, runs_breakdown_plot  # noqa: E402
+from parbench.metrics.plots import _layer_order, _save, runs_breakdown_plot  # noqa: E402
 
 THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}")
 
