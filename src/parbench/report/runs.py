@@ -38,16 +38,16 @@ class RunSet:
 
 
 def distinct_labels(names: list[str]) -> list[str]:
-    """Short run labels: the `key=value` overrides in a run name that not every run shares, each key
-    shortened to its last part where no other key ends the same (`hardware.gpus_per_node=2` ->
-    `gpus_per_node=2`)."""
-    items = [name.replace(" ", ",").split(",") for name in names]
+    """Short run labels: the words of a run name (`tiny dp2 seq64 mbs2`; older names: `key=value`
+    overrides joined by commas) that not every run shares, a `key.path=value` shortened to
+    `path=value` where no other key ends the same."""
+    items = [name.replace(",", " ").split() for name in names]
     common = set.intersection(*map(set, items)) if items else set()
     distinct = [[i for i in parts if i not in common] for parts in items]
     keys = {i.split("=", 1)[0] for parts in distinct for i in parts}
     last = [k.rsplit(".", 1)[-1] for k in keys]
     short = {k: k.rsplit(".", 1)[-1] if last.count(k.rsplit(".", 1)[-1]) == 1 else k for k in keys}
-    return [",".join(short[i.split("=", 1)[0]] + i[len(i.split("=", 1)[0]):] for i in parts) or name
+    return [" ".join(short[i.split("=", 1)[0]] + i[len(i.split("=", 1)[0]):] for i in parts) or name
             for parts, name in zip(distinct, names)]
 
 

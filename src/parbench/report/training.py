@@ -13,7 +13,6 @@ from parbench.report import fmt, training_plots
 from parbench.report.document import Figure, Paragraph, Section, Table
 from parbench.report.runs import ReportError, RunSet
 
-WORLD_KEYS = ("hardware.gpus_per_node=", "hardware.nodes=", "gpus_per_node=", "nodes=")
 # Percentages of the profiled step, turned into seconds of it for the breakdown plot.
 BREAKDOWN_PCT = {"compute_s": "compute_pct", "exposed_comm_s": "exposed_comm_pct", "memcpy_s": "memcpy_pct",
                  "idle_s": "idle_pct"}
@@ -75,7 +74,8 @@ def _listing(runs: pd.DataFrame, values: pd.Series) -> str:
 def scaling_table(runs: pd.DataFrame, kind: str | None) -> pd.DataFrame:
     """Numbers per run, fastest first: speedup and efficiency against the fastest run of the smallest
     world size (tokens/s ratios: step-time ratios for strong scaling, scaled speedup for weak)."""
-    table = pd.DataFrame({"run": runs["label"], "run_id": runs["run_id"], "devices": runs["world_size"]})
+    table = pd.DataFrame({"run": runs["label"], "run_id": runs["run_id"], "devices": runs["world_size"],
+                          "layout": runs.get("params.parallel.name", pd.Series("runs", index=runs.index))})
     for name in NUMBERS:
         table[name] = _metric(runs, name)
     capacity = pd.to_numeric(runs.get("params.hardware.memory_gb"), errors="coerce")
@@ -168,11 +168,6 @@ def breakdown_seconds(runs: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def series_name(label: str) -> str:
-    """A run's layout without its world size: the line it belongs to in the scaling plot."""
-    return ",".join(p for p in label.split(",") if not p.startswith(WORLD_KEYS)) or "runs"
-
-
 def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     """The Training section, or an empty one when the set has no finished training run."""
     train = training_runs(runs)
@@ -191,8 +186,7 @@ def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
                 Figure(training_plots.throughput(table, out / "training_throughput.png"),
                        "Throughput per layout (tokens/s), whiskers: 95 % interval of the median step"))
     if kind is not None:
-        section.add(Figure(training_plots.scaling(table.assign(series=table["run"].map(series_name)),
-                                                  out / "training_scaling.png", kind),
+        section.add(Figure(training_plots.scaling(table, out / "training_scaling.png", kind),
                            f"Speedup against {table['baseline'].iloc[0]} (x), dashed: ideal (linear)"))
     breakdown = breakdown_seconds(train)
     if not breakdown.empty:

@@ -44,10 +44,10 @@ def _bars_done(fig, ax, path: Path, ylabel: str, title: str) -> Path:
 
 
 def scaling(table: pd.DataFrame, path: Path, kind: str) -> Path:
-    """Speedup against devices per layout, with the ideal (linear) line."""
+    """Speedup against devices, a line per layout (parallel config), with the ideal (linear) line."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     base = table["devices"].min()
-    for name, group in table.groupby("series"):
+    for name, group in table.groupby("layout"):
         group = group.sort_values("devices")
         ax.plot(group["devices"], group["speedup"], "o-", label=name)
     worlds = np.array(sorted(table["devices"].unique()), dtype=float)
