@@ -62,6 +62,6 @@ def baseline_section(runs: RunSet, baseline: RunSet) -> Section:
                           "this": [render[m](v) for m, v in zip(table["metric"], table["this"])],
                           "change": table["change_pct"].map(lambda v: fmt.percent(v, signed=True)),
                           "verdict": table["verdict"]})
-    return section.add(Paragraph("A change is significant when the two runs' 95 % intervals do not overlap; "
+    return section.add(Paragraph("A change is significant when the two runs' intervals (stats.confidence) do not overlap; "
                                  "metrics without an interval are shown for reference."),
                        Table(shown, table, "baseline.csv", "This set against the baseline, matched by run label"))

@@ -105,7 +105,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     columns = {
         "layout": table["run"], "devices": table["devices"].map(str),
         "tokens/s": table["throughput_tokens_per_s"].map(lambda v: fmt.rate(v, "tok/s")),
-        "95 % interval": [f"{fmt.number(lo)} – {fmt.number(hi)}" if pd.notna(lo) else "–" for lo, hi in
+        "interval": [f"{fmt.number(lo)} – {fmt.number(hi)}" if pd.notna(lo) else fmt.DASH for lo, hi in
                           zip(table["throughput_tokens_per_s_ci_low"], table["throughput_tokens_per_s_ci_high"])],
         "per device": table["throughput_tokens_per_s_per_device"].map(lambda v: fmt.rate(v, "tok/s")),
         "step time": table["step_time_s"].map(fmt.seconds),
@@ -168,6 +168,12 @@ def breakdown_seconds(runs: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def confidence(runs: pd.DataFrame) -> str:
+    """The intervals' confidence level (stats.confidence), as the runs logged it."""
+    levels = pd.to_numeric(runs.get("params.stats.confidence", pd.Series(dtype=object)), errors="coerce").dropna()
+    return " / ".join(fmt.fraction(level) for level in sorted(levels.unique())) or "95 %"
+
+
 def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     """The Training section, or an empty one when the set has no finished training run."""
     train = training_runs(runs)
@@ -180,11 +186,12 @@ def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
                "weak": "Weak scaling (one batch per device, the global batch grows with the world)",
                None: "One world size: no scaling figures"}[kind]
     section.add(Paragraph(verdict(table, kind)),
-                Paragraph(f"{scaling}. Ranking from the 95 % intervals of tokens/s: a run is *indistinguishable* "
+                Paragraph(f"{scaling}. Ranking from the {confidence(train)} intervals of tokens/s (from the "
+                          "interval of each run's median step time): a run is *indistinguishable* "
                           "when its interval overlaps the fastest run's."),
                 Table(shown_table(table), table, "training.csv", f"{len(table)} training runs, fastest first"),
                 Figure(training_plots.throughput(table, out / "training_throughput.png"),
-                       "Throughput per layout (tokens/s), whiskers: 95 % interval of the median step"))
+                       f"Throughput per layout (tokens/s), whiskers: its {confidence(train)} interval"))
     if kind is not None:
         section.add(Figure(training_plots.scaling(table, out / "training_scaling.png", kind),
                            f"Speedup against {table['baseline'].iloc[0]} (x), dashed: ideal (linear)"))
