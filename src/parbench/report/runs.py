@@ -51,10 +51,29 @@ def distinct_labels(names: list[str]) -> list[str]:
             for parts, name in zip(distinct, names)]
 
 
+# Params that say where a run went, not what it measured: never what tells two runs apart.
+NOT_DEFINING = ("params.tracking.", "params.launch.", "params.debug.", "params.dry_run")
+
+
 def relabel(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with labels of what differs among them alone (a section's runs, not the whole set)."""
+    """The runs with labels of what differs among them alone (a section's runs, not the whole set);
+    runs whose names read the same (`1 rank` under dp and under fsdp) get the params that differ."""
     names = runs.get("tags.mlflow.runName", pd.Series([r[:8] for r in runs["run_id"]], index=runs.index))
-    return runs.assign(label=distinct_labels(list(names.fillna("run"))) if len(runs) else [])
+    labels = pd.Series(distinct_labels(list(names.fillna("run"))) if len(runs) else [], index=runs.index, dtype=object)
+    for label, same in runs.groupby(labels):
+        if len(same) > 1:
+            labels[same.index] = [f"{label} {extra}".strip() for extra in _differing_params(same)]
+    return runs.assign(label=labels)
+
+
+def _differing_params(runs: pd.DataFrame) -> list[str]:
+    """Per run, the params that differ among these runs: the config choices (`parallel=fsdp`) when
+    one differs, else up to 3 `leaf=value`."""
+    keys = [c for c in runs.columns if c.startswith("params.") and not c.startswith(NOT_DEFINING)
+            and runs[c].astype(str).nunique() > 1]
+    choices = [k for k in keys if k.endswith(".name")]
+    shown = {k: k.split(".")[1] for k in choices} if choices else {k: k.rsplit(".", 1)[-1] for k in keys[:3]}
+    return [" ".join(f"{name}={run[k]}" for k, name in shown.items()) for _, run in runs.iterrows()]
 
 
 def annotate(runs: pd.DataFrame) -> pd.DataFrame:
