@@ -43,7 +43,7 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def strong(store) -> Cli:
     """Strong scaling over 1 and 2 ranks (one global batch); 3 ranks cannot split the batch: a
-    FAILED point. (Profiled runs' breakdown and layer figures: tests/test_profile_runs.py.)"""
+    FAILED point."""
     root, uri = store
     return sweep(root, "strong", uri, *QUICK_TRAIN, "hardware.gpus_per_node=1,2,3", "workload.global_batch_size=4")
 
@@ -65,14 +65,14 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     parent = parent_id(strong)
     logged = {a.path for a in client.list_artifacts(parent, "report")}
     assert {"report/report.html", "report/report.md", "report/training.csv", "report/failed_runs.csv",
-            "report/training_throughput.png", "report/training_scaling.png", "report/training_memory.png"} <= logged
-    assert "report/training_breakdown.png" not in logged  # not profiled: no breakdown to draw
+            "report/training_throughput.png", "report/training_scaling.png", "report/training_memory.png",
+            "report/training_breakdown.png", "report/training_layers.png"} <= logged  # profiled by default
     folder = strong.root / "sweep" / "report"
     markdown = (folder / "report.md").read_text()
     assert "## Training" in markdown and "Strong scaling" in markdown and "## Failed runs" in markdown
     assert "## Inference" not in markdown and "## Microbenchmarks" not in markdown
     page = (folder / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and "src='training" not in page  # self-contained
+    assert page.count("data:image/png;base64,") == 5 and "src='training" not in page  # self-contained
     failed = pd.read_csv(folder / "failed_runs.csv")
     assert len(failed) == 1 and "gpus_per_node=3" in failed["run"][0] and "multiple of" in failed["reason"][0]
 
