@@ -14,6 +14,13 @@ SHOWN = {"model", "parallel", "workload", "hardware", "workload.seq_len", "workl
 NOT_DEFINING = ("tracking.", "launch.", "hydra.", "dry_run", "debug.")
 
 
+def point_label(choices: dict[str, str], override_dirname: str) -> str:
+    """A point's name before its config is known valid (an invalid one, or a cluster job that died
+    before it ran): its workload and Hydra's override_dirname."""
+    label = override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
+    return f"{choices.get('workload', 'job')} {label}"
+
+
 def layout_label(cfg: Config, dims: ParallelDims) -> str:
     """The degrees above 1 (`fsdp2 tp2`), sp, the DeepSpeed stage; `1 rank` for a single process."""
     parts = [f"{name}{size}" for name, size in dims.as_dict().items() if size > 1]
