@@ -41,7 +41,7 @@ class MlflowSweepCallback(Callback):
         (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri}))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from parbench.report.inference import inference_sweep_report
+        from parbench.report.build import sweep_report
         from parbench.report.summary import format_runs, markdown_table, sweep_table
         from parbench.tracking.store import Store
 
@@ -58,7 +58,7 @@ class MlflowSweepCallback(Callback):
         # The parent run's description: the first click in the MLflow UI shows the figures.
         store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
                                                         f"{markdown_table(table)}"})
-        reports = inference_sweep_report(store, run_id, children, sweep_dir)
+        reports = sweep_report(store, run_id, children, sweep_dir)
         store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
         print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
         print("".join(f"Report: {path}\n" for path in reports), end="")
