@@ -15,7 +15,7 @@ from torch import nn
 from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.schema import Config
 from parbench.metrics import flops
-from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
+from parbench.metrics.memory import peak_memory_gb
 from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models.build import build_model, count_params
@@ -36,9 +36,6 @@ def plan(cfg: Config, dims: ParallelDims) -> dict:
         "tokens_per_step": tokens_per_step(cfg, dims),
         "flops_per_token": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=True),
         "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
-        "memory_estimate_per_device_gb": estimate_train_memory_gb(
-            cfg.model, counts, dims, local_batch(w, dims), w.seq_len, torch_dtype(w.dtype).itemsize,
-            w.activation_checkpointing, cfg.parallel.zero),
     }
 
 
