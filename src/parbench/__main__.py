@@ -16,6 +16,7 @@ from parbench.registry import load_ref
 # name -> "module:function" taking the remaining arguments and returning an exit code.
 SUBCOMMANDS = {
     "plan": "parbench.planner:main",
+    "calibrate": "parbench.calibrate:main",
 }
 
 register_schema()

@@ -89,7 +89,12 @@ def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
     (each suggestion tried through the checks and the model before it is named)."""
     if not predictable(cfg):
         return {}
-    cal = calibration_for(cfg.hardware, cfg.workload.dtype, cfg.calibration)
+    try:
+        cal = calibration_for(cfg.hardware, cfg.workload.dtype, cfg.calibration)
+    except ConfigError as e:
+        if cfg.calibration:  # the profile asked for is missing or unreadable
+            raise
+        return {"prediction_unavailable": str(e)}
     p = predict(cfg, dims, cal)
     fit = fit_message(cfg, p, lambda c: validate(c, None), cal)
     return {"memory_estimate_per_device_gb": p.memory.as_dict(), "prediction": p.as_dict(), "fit": fit}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import resource
+from typing import Iterable
 
 import torch
+
+from parbench.distenv import is_dtensor
 
 GB = 1e9
 
@@ -23,3 +26,13 @@ def reset_peak_memory(device: torch.device) -> None:
     """Start the CUDA peak counters afresh (e.g. after a one-off full-precision model build)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def held_parameters_gb(parameters: Iterable[torch.Tensor]) -> float:
+    """Bytes of the parameters this rank holds: a DTensor's local shard, DeepSpeed ZeRO-3's
+    partition (ds_tensor), else the whole tensor (what parbench.predict.memory predicts as params_gb)."""
+    total = 0
+    for p in parameters:
+        held = p.to_local() if is_dtensor(p) else getattr(p, "ds_tensor", p)
+        total += held.numel() * held.element_size()
+    return total / GB

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.layout import Layout
-from parbench.predict.memory import DDP_BUCKET_BYTES, FP32, stage_params
-from parbench.predict.params import size
+from parbench.predict.memory import DDP_BUCKET_BYTES, FP32, stage_params, tp_split
+from parbench.predict.params import model_shapes, size
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
@@ -42,8 +42,8 @@ def data_parallel_comms(layout: Layout) -> list[Comm]:
     d, named = layout.dims, stage_params(layout)
     grads = FP32 * size(named)
     if "dp" in layout.enabled:
-        return [Comm("dp", "all_reduce", DDP_BUCKET_BYTES, math.ceil(grads / DDP_BUCKET_BYTES),
-                     d.dp * d.cp, layout.crosses_nodes("dp", "cp"))]
+        buckets = math.ceil(grads / DDP_BUCKET_BYTES)
+        return [Comm("dp", "all_reduce", grads / buckets, buckets, d.dp * d.cp, layout.crosses_nodes("dp", "cp"))]
     if "fsdp" in layout.enabled:
         return _fsdp_comms(layout, size(named))
     if "zero" in layout.enabled:
@@ -56,12 +56,18 @@ def data_parallel_comms(layout: Layout) -> list[Comm]:
 
 
 def _fsdp_comms(layout: Layout, elements: int) -> list[Comm]:
-    d, p = layout.dims, layout.cfg.parallel
+    """Forward gathers every block and the root (embeddings, norm, head); backward gathers again
+    what was resharded: the root and every block but the last, which FSDP2 keeps (parallel/fsdp.py)."""
+    d, dtype = layout.dims, layout.dtype_bytes
     shard_group, across = d.fsdp * d.cp, layout.crosses_nodes("fsdp", "cp")
-    blocks = layout.cfg.model.layers // d.pp + 1  # every block and the root (embeddings, head)
-    gathers = blocks * (2 if p.fsdp_reshard_after_forward else 1) - (1 if p.fsdp_reshard_after_forward else 0)
-    comms = [Comm("fsdp", "all_gather", elements * layout.dtype_bytes / blocks, gathers, shard_group, across),
-             Comm("fsdp", "reduce_scatter", elements * FP32 / blocks, blocks, shard_group, across)]
+    blocks = layout.cfg.model.layers // d.pp
+    block = size(tp_split(model_shapes(layout.cfg.model).block, d.tp))
+    root = elements - blocks * block
+    comms = [Comm("fsdp", "all_gather", elements * dtype / (blocks + 1), blocks + 1, shard_group, across),
+             Comm("fsdp", "reduce_scatter", elements * FP32 / (blocks + 1), blocks + 1, shard_group, across)]
+    if layout.cfg.parallel.fsdp_reshard_after_forward:
+        regathered = (blocks - 1) * block + root
+        comms.append(Comm("fsdp", "all_gather", regathered * dtype / blocks, blocks, shard_group, across))
     if d.dp > 1:  # HSDP: the shards' gradients averaged over the replicas
         comms.append(Comm("fsdp", "all_reduce", elements * FP32 / shard_group, 1, d.dp, layout.crosses_nodes("dp")))
     return comms

@@ -15,7 +15,7 @@ from torch import nn
 from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.schema import Config
 from parbench.metrics import flops
-from parbench.metrics.memory import peak_memory_gb
+from parbench.metrics.memory import held_parameters_gb, peak_memory_gb
 from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models.build import build_model, count_params
@@ -197,7 +197,8 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
     """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks.
     Steps the profiler ran in are left out of step_time_s (profile_overhead_ratio compares them)."""
     gathered: list = [None] * env.world_size
-    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device), strategy_values))
+    held = {"params_held_gb": held_parameters_gb(pmodel.parameters())}
+    dist.all_gather_object(gathered, (step_times, {**peak_memory_gb(env.device), **held}, strategy_values))
     slowest = [max(times[i] for times, _, _ in gathered) for i in range(len(step_times))]
     memory = {k: max(mem[k] for _, mem, _ in gathered) for k in gathered[0][1]}
     stats = summarize(profiler.unprofiled(slowest), "step_time_s", cfg.stats.confidence, cfg.stats.ci_method,
