@@ -90,7 +90,8 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
 
 def collective_bytes_per_step(cli, num: int, steps: int) -> dict[str, float]:
     """Rank 0's bytes per collective kind in the profiled window, per step (gloo's reduce-scatter
-    runs as an all-reduce of the whole input, so both count under reduce)."""
+    runs as an all-reduce of the whole input, so both count under reduce; DDP broadcasts the RoPE
+    buffers every forward)."""
     table = pd.read_csv(cli.job_dir(num) / "profile" / "collectives.csv")
     table = table[table["rank"] == 0]
     kinds = table["collective"].replace({"all_reduce": "reduce", "reduce_scatter": "reduce"})

@@ -15,7 +15,7 @@ from parbench.predict.params import model_shapes, size
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
-              "send_recv": lambda n: 1.0}
+              "broadcast": lambda n: 1.0, "send_recv": lambda n: 1.0}
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,12 @@ def data_parallel_comms(layout: Layout) -> list[Comm]:
     ZeRO reduce-scatters gradients and all-gathers the updated parameters over dp (stage 3 per block)."""
     d, named = layout.dims, stage_params(layout)
     grads = FP32 * size(named)
-    if "dp" in layout.enabled:
-        buckets = math.ceil(grads / DDP_BUCKET_BYTES)
-        return [Comm("dp", "all_reduce", grads / buckets, buckets, d.dp * d.cp, layout.crosses_nodes("dp", "cp"))]
+    if "dp" in layout.enabled:  # and DDP broadcasts the module's buffers from rank 0 every forward
+        buckets, group, across = math.ceil(grads / DDP_BUCKET_BYTES), d.dp * d.cp, layout.crosses_nodes("dp", "cp")
+        buffers = FP32 * model_shapes(layout.cfg.model).buffers
+        forwards = layout.microbatches * layout.stages_per_rank
+        return [Comm("dp", "all_reduce", grads / buckets, buckets, group, across),
+                *([Comm("dp", "broadcast", buffers, forwards, group, across)] if buffers else [])]
     if "fsdp" in layout.enabled:
         return _fsdp_comms(layout, size(named))
     if "zero" in layout.enabled:

@@ -42,15 +42,33 @@ def with_changes(cfg: Config, parallel: ParallelConfig | None = None, **sections
     return new
 
 
-def candidates(cfg: Config) -> Iterator[tuple[str, Candidate]]:
-    """The changes worth trying, by kind: another parallel preset, activation checkpointing, more GPUs."""
-    for path in sorted((CONF_DIR / "parallel").glob("*.yaml")):
-        if path.stem != cfg.parallel.name:
-            yield "parallel", Candidate((f"parallel={path.stem}",), with_changes(cfg, preset(path.stem)))
+def offloads(parallel: ParallelConfig) -> bool:
+    """Host offload: the model does not time its PCIe traffic yet, so it suggests none."""
+    return parallel.zero.offload_optimizer or parallel.zero.offload_param
+
+
+def checkpointing_variants(cfg: Config, change: tuple[str, ...], **sections: dict) -> Iterator[Candidate]:
+    """The change as it is, then with selective and with full activation checkpointing."""
+    parallel = sections.pop("parallel", None)
+    current = getattr(cfg.workload, "activation_checkpointing", None)
+    yield Candidate(change, with_changes(cfg, parallel, **sections))
     for mode in ("selective", "full"):
-        if getattr(cfg.workload, "activation_checkpointing", mode) != mode:
-            yield "ac", Candidate((f"workload.activation_checkpointing={mode}",),
-                                  with_changes(cfg, workload={"activation_checkpointing": mode}))
+        if current is not None and current != mode:
+            workload = {**sections.get("workload", {}), "activation_checkpointing": mode}
+            yield Candidate((*change, f"workload.activation_checkpointing={mode}"),
+                            with_changes(cfg, parallel, **{**sections, "workload": workload}))
+
+
+def candidates(cfg: Config) -> Iterator[tuple[str, Candidate]]:
+    """The changes worth trying, by kind: activation checkpointing, another parallel preset (with
+    or without checkpointing), more GPUs (fewest first, with or without checkpointing)."""
+    for c in list(checkpointing_variants(cfg, ()))[1:]:
+        yield "ac", c
+    for path in sorted((CONF_DIR / "parallel").glob("*.yaml")):
+        layout = preset(path.stem)
+        if path.stem != cfg.parallel.name and not offloads(layout):
+            for c in checkpointing_variants(cfg, (f"parallel={path.stem}",), parallel=layout):
+                yield "parallel", c
     hw = cfg.hardware
     gpus, nodes, per_node = hw.nodes * hw.gpus_per_node, hw.nodes, hw.gpus_per_node
     while gpus < MAX_GPUS:
@@ -60,7 +78,8 @@ def candidates(cfg: Config) -> Iterator[tuple[str, Candidate]]:
             nodes *= 2
         gpus = nodes * per_node
         change = f"hardware.nodes={nodes}" if nodes != hw.nodes else f"hardware.gpus_per_node={per_node}"
-        yield "gpus", Candidate((change,), with_changes(cfg, hardware={"nodes": nodes, "gpus_per_node": per_node}))
+        for c in checkpointing_variants(cfg, (change,), hardware={"nodes": nodes, "gpus_per_node": per_node}):
+            yield "gpus", c
 
 
 def fitting(c: Candidate, check: Check, cal: Calibration, limit_gb: float) -> Prediction | None:
@@ -73,17 +92,22 @@ def fitting(c: Candidate, check: Check, cal: Calibration, limit_gb: float) -> Pr
 
 
 def suggestions(cfg: Config, check: Check, cal: Calibration, limit_gb: float) -> list[str]:
-    """Per kind of change, the fitting one the model predicts fastest (fewest GPUs for more GPUs)."""
-    best: dict[str, tuple[str, float]] = {}
+    """Per kind of change, the fitting one with the fewest changes, fastest among those (for more
+    GPUs: the fewest GPUs)."""
+    best: dict[str, tuple[int, float, str]] = {}
     for kind, c in candidates(cfg):
+        if kind == "gpus" and kind in best:
+            break  # the fewest GPUs that fit are found; the rest come after them
         p = fitting(c, check, cal, limit_gb)
-        if p is None or (kind == "gpus" and kind in best):
+        if p is None:
             continue
-        if kind not in best or p.tokens_per_s > best[kind][1]:
+        rank = (len(c.overrides), -p.tokens_per_s)
+        if kind not in best or rank < best[kind][:2]:
             gpus = c.cfg.hardware.nodes * c.cfg.hardware.gpus_per_node
-            label = f"{gpus} GPUs ({c.overrides[0]})" if kind == "gpus" else " ".join(c.overrides)
-            best[kind] = (f"{label}: {format_metric('memory_gb', p.memory.total_gb)}", p.tokens_per_s)
-    return [best[k][0] for k in ("parallel", "ac", "gpus") if k in best]
+            label = " ".join(c.overrides)
+            label = f"{gpus} GPUs ({label})" if kind == "gpus" else label
+            best[kind] = (*rank, f"{label}: {format_metric('memory_gb', p.memory.total_gb)}")
+    return [best[k][2] for k in ("parallel", "ac", "gpus") if k in best]
 
 
 def fit_message(cfg: Config, prediction: Prediction, check: Check, cal: Calibration) -> str:

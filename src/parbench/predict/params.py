@@ -57,10 +57,16 @@ class FamilyShapes:
     block: Callable[[ModelConfig], Named]
     norm_bias: bool = False  # LayerNorm (bias) or RMSNorm
     learned_positions: bool = False
+    # fp32 buffers the model holds (RoPE's cos and sin tables), which DDP broadcasts every forward
+    buffers: Callable[[ModelConfig], int] = lambda m: 0
+
+
+def rope_buffers(m: ModelConfig) -> int:
+    return 2 * m.max_seq_len * (m.head_dim or m.hidden // m.heads) // 2
 
 
 FAMILY_SHAPES: dict[str, FamilyShapes] = {
-    "llama": FamilyShapes(_llama_block),
+    "llama": FamilyShapes(_llama_block, buffers=rope_buffers),
     "gpt2": FamilyShapes(_gpt2_block, norm_bias=True, learned_positions=True),
 }
 
@@ -73,6 +79,7 @@ class ModelShapes:
     block: Named
     head: Named
     layers: int
+    buffers: int  # elements of fp32 buffers
 
     def named(self) -> Named:
         blocks = [(f"layers.{i}.{name}", shape) for i in range(self.layers) for name, shape in self.block]
@@ -90,7 +97,7 @@ def model_shapes(m: ModelConfig) -> ModelShapes:
     head = [("norm.weight", (m.hidden,))] + ([("norm.bias", (m.hidden,))] if fam.norm_bias else [])
     if not m.tie_embeddings:  # tied: the output head is the embedding, counted once
         head.append(("output.weight", (m.vocab, m.hidden)))
-    return ModelShapes(embedding, fam.block(m), head, m.layers)
+    return ModelShapes(embedding, fam.block(m), head, m.layers, fam.buffers(m))
 
 
 def numel(shape: Shape) -> int:
