@@ -69,13 +69,15 @@ def summary(rows: list[dict]) -> list[str]:
         lines.append(f"{key}: median |error| {statistics.median(errors):.1f} %, worst {max(errors):.1f} %")
     picked = max(rows, key=lambda r: r["predicted_tokens_per_s"])
     best = max(rows, key=lambda r: r["measured_tokens_per_s"])
-    lines.append(f"the model's pick ({picked['case']}) measures {picked['measured_tokens_per_s'] / best['measured_tokens_per_s']:.1%}"
+    share = picked["measured_tokens_per_s"] / best["measured_tokens_per_s"]
+    lines.append(f"the model's pick ({picked['case']}) measures {share:.1%}"
                  f" of the fastest measured ({best['case']})")
     return lines
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| case | predicted step | measured step | error | predicted peak | measured peak | error |\n|---|---|---|---|---|---|---|"
+    head = ("| case | predicted step | measured step | error | predicted peak | measured peak | error |\n"
+            "|---|---|---|---|---|---|---|")
     body = [f"| {r['case']} | {format_metric('s', r['predicted_s'])} | {format_metric('s', r['measured_s'])} | "
             f"{r['step_error_pct']:+.1f} % | {format_metric('gb', r['predicted_gb'])} | "
             f"{format_metric('gb', r['measured_gb'])} | {r['mem_error_pct']:+.1f} % |" for r in rows]

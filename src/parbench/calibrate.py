@@ -147,7 +147,8 @@ def main(argv: list[str]) -> int:
     log_to_mlflow(cfg, cal, path)
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     print(f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-          f"GFLOP), memory {format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)}"
+          f"GFLOP), memory {format_metric('membw_gbps', cal.membw_gbps)}, "
+          f"link {format_metric('busbw_gbps', link.busbw_gbps)}"
           f" + {format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
           f"{100 * cal.overlap['fsdp']:.1f} %, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}\n"
           f"[calibrate] saved {path}", flush=True)

@@ -105,7 +105,8 @@ def print_plan(plan: dict) -> None:
     """dry_run: the fit check and the predicted step in words, then the whole plan as JSON."""
     p = plan.get("prediction")
     if p:
-        print(f"[parbench] predicted ({p['calibration']}): step {format_metric('step_time_s', p['predicted_step_time_s'])}, "
+        step = format_metric("step_time_s", p["predicted_step_time_s"])
+        print(f"[parbench] predicted ({p['calibration']}): step {step}, "
               f"{format_metric('tokens_per_s', p['predicted_tokens_per_s'])}, bottleneck: {p['bottleneck']}\n"
               f"[parbench] {plan['fit']}", flush=True)
     print(json.dumps(plan, indent=2))

@@ -65,7 +65,8 @@ def schedule_bubble(schedule: str, pp: int, stages_per_rank: int, microbatches: 
             while pos[r] < len(orders[r]) and all(i in done for i in inputs(orders[r][pos[r]])):
                 a = orders[r][pos[r]]
                 start = max([free[r], *(done[i] for i in inputs(a))])
-                done[(a.stage_index, a.microbatch_index, a.computation_type)] = free[r] = start + cost[a.computation_type]
+                end = start + cost[a.computation_type]
+                done[(a.stage_index, a.microbatch_index, a.computation_type)] = free[r] = end
                 pos[r], progressed = pos[r] + 1, True
         assert progressed, "the schedule deadlocks"
     span = max(free)

@@ -120,5 +120,6 @@ def fit_message(cfg: Config, prediction: Prediction, check: Check, cal: Calibrat
     if prediction.memory.total_gb <= limit:
         return f"fits: needs {need} per device, {have} available"
     tries = suggestions(cfg, check, cal, limit)
-    advice = "; try " + ", or ".join(tries) if tries else "; nothing the model tried fits (more GPUs, sharding, checkpointing)"
+    advice = ("; try " + ", or ".join(tries) if tries
+              else "; nothing the model tried fits (more GPUs, sharding, checkpointing)")
     return f"does not fit: needs {need} per device, {have} available{advice}"

@@ -67,7 +67,8 @@ def matmul_seconds(layout: Layout, cal: Calibration) -> float:
 def memory_bound_seconds(layout: Layout, cal: Calibration) -> float:
     """Element-wise traffic: forward per layer and token reads and writes the norms (4h), residual
     adds (6h), RoPE on q and k and the SwiGLU product (3 ffn); backward twice that; selective and
-    full checkpointing repeat the forward's element-wise ops (full also its matmuls, in matmul_seconds). Plus softmax/cross-entropy over fp32 logits and the
+    full checkpointing repeat the forward's element-wise ops (full also its matmuls, in
+    matmul_seconds). Plus softmax/cross-entropy over fp32 logits and the
     optimizer step over the parameters this device updates."""
     m, d = layout.cfg.model, layout.dims
     hd = m.head_dim or m.hidden // m.heads
