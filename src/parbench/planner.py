@@ -156,7 +156,7 @@ def main(argv: list[str]) -> int:
     if not outcome.ranked:
         print("nothing fits: add GPUs (hardware.nodes), or shorten workload.seq_len / the global batch")
         return 1
-    top = outcome.ranked[:max(args.verify, min(3, len(outcome.ranked)))]
+    top = outcome.ranked[:args.verify or 3]
     command = verify_command(args.overrides, top, write_presets(top, args.out))
     print(f"\nverify the top {len(top)} (or rerun with --verify K):\n  python -m parbench " + " ".join(command[3:]))
     if args.verify:

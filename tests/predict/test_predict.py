@@ -169,3 +169,18 @@ def test_a_calibration_without_a_figure_is_refused_with_the_command_to_make_one(
     with pytest.raises(ConfigError, match="parbench calibrate hardware=cpu"):
         spec_calibration(cfg.hardware, "fp32")
     assert Calibration(intra_node=LinkFit(1e-5, 10.0)).intra_node.busbw_gbps == 10.0
+
+
+@pytest.mark.slow
+def test_plan_verify_runs_the_top_layouts_as_a_sweep_that_logs_predictions(cli):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "parbench", "plan", "--verify", "2", "--out", str(cli.root / "presets"),
+           "hardware=cpu", "workload.steps=3", "workload.warmup_steps=1", "profile.enabled=false",
+           f"tracking.uri={cli.uri}", f"hydra.sweep.dir={cli.root / 'sweep'}"]
+    proc = subprocess.run(cmd, cwd=cli.root, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = cli.runs().dropna(subset=["tags.mlflow.parentRunId"])
+    assert list(runs.status) == ["FINISHED", "FINISHED"]
+    assert (runs["metrics.predicted_step_time_s"] > 0).all() and runs["params.parallel.name"].str.startswith("plan_").all()
