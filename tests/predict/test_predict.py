@@ -184,3 +184,18 @@ def test_plan_verify_runs_the_top_layouts_as_a_sweep_that_logs_predictions(cli):
     runs = cli.runs().dropna(subset=["tags.mlflow.parentRunId"])
     assert list(runs.status) == ["FINISHED", "FINISHED"]
     assert (runs["metrics.predicted_step_time_s"] > 0).all() and runs["params.parallel.name"].str.startswith("plan_").all()
+
+
+@pytest.mark.slow
+def test_parameters_held_under_zero_equal_the_prediction(cli):
+    """DeepSpeed ZeRO-1 keeps whole parameters on each rank, ZeRO-3 a partition (ds_tensor)."""
+    from parbench.parallel.specs import DEEPSPEED_INSTALL_HINT, deepspeed_installed
+
+    assert deepspeed_installed(), f"DeepSpeed is missing: {DEEPSPEED_INSTALL_HINT} (the dev extra installs it)"
+    cli.run("parallel=zero1,zero3", "profile.enabled=false", "workload.warmup_steps=1", "workload.steps=2",
+            multirun=True)
+    runs = cli.runs().dropna(subset=["tags.mlflow.parentRunId"])
+    for parallel in ("zero1", "zero3"):
+        run = runs[runs["params.parallel.name"] == parallel].iloc[0]
+        cfg = compose("hardware=cpu", f"parallel={parallel}")
+        assert run["metrics.params_held_gb"] == pytest.approx(predict(cfg, validate(cfg, None)).memory.params_gb)
