@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
-# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling |
-# deepspeed | record   (see each below)
+# Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
+# scaling | record | record8b | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -50,7 +50,7 @@ case $SUITE in
     LAYOUTS=(parallel=dp,tp,pp); [ "$SUITE" = inference1 ] && LAYOUTS=(hardware.gpus_per_node=1)
     [ -n "${LAYOUTS_OVERRIDE:-}" ] && read -ra LAYOUTS <<< "$LAYOUTS_OVERRIDE"
     INF=(workload=inference model=llama2_7b model.max_seq_len=8320 workload.output_len=32 workload.warmup=1
-         workload.repeats=3 workload.profile=false launch.timeout_s=300 "${LAYOUTS[@]}")
+         workload.repeats=3 workload.profile=false launch.timeout_s=600 "${LAYOUTS[@]}")
     for s in ${SWEEPS:-check input_len batch}; do
       case $s in
         check) sweep "check${TAG:+_$TAG}" workload=inference model=tiny workload.dtype=fp32 workload.verify=true \
@@ -60,6 +60,11 @@ case $SUITE in
         batch) sweep "batch${TAG:+_$TAG}" "${INF[@]}" workload.input_len=1024 workload.batch_size="${BATCHES:-1,8,32}" "$@" ;;
       esac
     done
+    ;;
+  decode)  # 1 GPU: llama2_7b decode TPOT/MBU per decode variant and batch (1/8/32/64), prefill MFU (~10 min)
+    echo "== decode: python benchmarks/decode_mbu.py $*" | tee -a "$W/commands.txt"
+    python benchmarks/decode_mbu.py --json "$W/decode_mbu.json" "$@" 2>&1 | tee "$W/decode_mbu.log" \
+      | grep -v "^\[rank0\]:W"
     ;;
   correctness)  # 2 GPUs, fp32, tiny model: NCCL layouts reproduce the 1-GPU losses step by step
     # seq 128: torch's ring attention over the fp32 (memory-efficient) kernel needs chunks of 32+ positions.
@@ -113,6 +118,18 @@ PY
     LAYOUT=("${S8B[@]}" workload.global_batch_size=$((2 * N)) hardware.gpus_per_node=$N)
     sweep tp "${LAYOUT[@]}" parallel=fsdp_tp parallel.tp=2,$N
     sweep pp "${LAYOUT[@]}" parallel=pp_fsdp parallel.pp=2,$N
+    ;;
+  record8b)  # 2 GPUs (issues 15 and 23): Llama 3 8B FSDP with every default (comm %, per-collective shares,
+    # energy, system metrics; no profile override), then with profile.enabled=false: what the window adds.
+    echo "sweep,wall_s" > "$W/wall_s.csv"
+    R8B=(model=llama3_8b parallel=fsdp hardware.gpus_per_node=2 workload.seq_len=4096 workload.batch_size=1
+         workload.activation_checkpointing=selective workload.warmup_steps=2 workload.steps=6)
+    for run in default noprofile; do
+      extra=(); [ "$run" = noprofile ] && extra=(profile.enabled=false)
+      t0=$(date +%s.%N); sweep "fsdp8b_$run" "${R8B[@]}" "${extra[@]}" "$@"
+      echo "fsdp8b_$run,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" >> "$W/wall_s.csv"
+    done
+    pack
     ;;
   record)  # 1 GPU (issue 15): what every run records by default, no profile override: comm %, energy_j,
     # tokens_per_joule, throttling, the system/* GPU series; a 1B training run, the same with

@@ -1,5 +1,5 @@
 """`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point.
-`parbench <subcommand> ...` runs a subcommand of the table below instead."""
+`parbench <subcommand> ...` runs a subcommand of the table below instead (report, plan, calibrate)."""
 
 from __future__ import annotations
 
@@ -9,28 +9,31 @@ import hydra
 from omegaconf import DictConfig
 
 from parbench.config.store import register_schema
+from parbench.launch.slurm import register_resolvers
 from parbench.orchestrator import run_job
 from parbench.paths import CONF_DIR
 from parbench.registry import load_ref
 
 # name -> "module:function" taking the remaining arguments and returning an exit code.
 SUBCOMMANDS = {
+    "report": "parbench.report.__main__:main",
     "plan": "parbench.planner:main",
     "calibrate": "parbench.calibrate:main",
 }
 
 register_schema()
+register_resolvers()  # conf/hydra/launcher/slurm.yaml's GPU/CPU requests
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def hydra_app(cfg: DictConfig) -> dict:
+def run(cfg: DictConfig) -> dict:
     return run_job(cfg)
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:  # loaded only when asked for (report: matplotlib)
         sys.exit(load_ref(SUBCOMMANDS[sys.argv[1]])(sys.argv[2:]))
-    hydra_app()
+    run()
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from parbench.orchestrator import validate
 from parbench.paths import RESULTS_FILE
 from parbench.planner import compose_config
 from parbench.predict import predict
-from parbench.predict.calibration import (CALIBRATION_DIR, Calibration, calibration_for, fit_link, fit_matmul,
-                                          save_calibration)
+from parbench.metrics.fits import fit_alpha_beta, fit_line
+from parbench.predict.calibration import CALIBRATION_DIR, Calibration, LinkFit, calibration_for, save_calibration
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n}
@@ -60,6 +60,22 @@ def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dic
         results[name] = json.loads((work / name / RESULTS_FILE).read_text())["metrics"]
         print(f"[calibrate]   done in {format_metric('duration_s', time.monotonic() - start)}", flush=True)
     return results
+
+
+def fit_link(points: list[tuple[float, float]]) -> LinkFit:
+    """(bus bytes = size x bus factor, seconds) of the collectives microbenchmark -> latency and bus
+    bandwidth of the alpha-beta model (metrics.fits: least squares on relative error)."""
+    fit = fit_alpha_beta([b for b, _ in points], [t for _, t in points])
+    return LinkFit(latency_s=max(fit.alpha_s, 0.0), busbw_gbps=fit.bandwidth_gbps)
+
+
+def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate) of
+    rate(F) = R F / (F + H): 1/rate is linear in 1/F with intercept 1/R and slope H/R."""
+    line = fit_line([1 / f for f, _ in points], [1 / r for _, r in points])
+    if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
+        return max(r for _, r in points), 0.0
+    return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
 
 
 def matmul_points(metrics: dict) -> list[tuple[float, float]]:

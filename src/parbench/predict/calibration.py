@@ -119,29 +119,3 @@ def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calib
         return load_calibration(hw.name)
     return spec_calibration(hw, dtype)
 
-
-def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares intercept and slope of y over x."""
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
-    return my - slope * mx, slope
-
-
-def fit_link(points: list[tuple[float, float]]) -> LinkFit:
-    """(bus bytes = size x bus factor, seconds) of the collectives microbenchmark -> latency and
-    bus bandwidth; a negative intercept (noise at small sizes) becomes the smallest time measured."""
-    latency, slope = fit_line(points)
-    if latency <= 0:
-        latency = min(t for _, t in points)
-    return LinkFit(latency_s=latency, busbw_gbps=1 / slope / 1e9 if slope > 0 else max(b / t for b, t in points) / 1e9)
-
-
-def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate) of
-    rate(F) = R F / (F + H): 1/rate is linear in 1/F with intercept 1/R and slope H/R."""
-    intercept, slope = fit_line([(1 / f, 1 / r) for f, r in points])
-    if intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
-        return max(r for _, r in points), 0.0
-    return 1 / intercept, max(0.0, slope / intercept / 1e9)
