@@ -1,6 +1,6 @@
 """The import graph follows one order, so a reader can take the code floor by floor:
-core -> config -> distenv -> models -> metrics -> parallel -> workloads -> launch -> tracking -> report
--> orchestration. A module imports only from its own floor or below (lazy imports inside functions
+core -> config -> distenv -> models -> metrics -> parallel -> workloads -> predict -> launch -> tracking
+-> report -> orchestration. A module imports only from its own floor or below (lazy imports inside functions
 count too), and no modules import each other in a circle."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ FLOORS = (
     ("metrics",),
     ("parallel",),
     ("workloads",),
+    ("predict",),  # the performance model: reads config, model shapes, strategy and workload specs
     ("launch",),
     ("tracking",),
     ("report",),
-    ("orchestrator", "sweep", "worker", "__main__"),
+    ("orchestrator", "sweep", "worker", "planner", "calibrate", "__main__"),
 )
 FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}
 

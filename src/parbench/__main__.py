@@ -1,5 +1,5 @@
 """`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point.
-`parbench report ...` is the report command (parbench.report.__main__)."""
+`parbench <subcommand> ...` runs a subcommand of the table below instead (report, plan, calibrate)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,14 @@ from parbench.config.store import register_schema
 from parbench.launch.slurm import register_resolvers
 from parbench.orchestrator import run_job
 from parbench.paths import CONF_DIR
+from parbench.registry import load_ref
+
+# name -> "module:function" taking the remaining arguments and returning an exit code.
+SUBCOMMANDS = {
+    "report": "parbench.report.__main__:main",
+    "plan": "parbench.planner:main",
+    "calibrate": "parbench.calibrate:main",
+}
 
 register_schema()
 register_resolvers()  # conf/hydra/launcher/slurm.yaml's GPU/CPU requests
@@ -23,10 +31,8 @@ def run(cfg: DictConfig) -> dict:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["report"]:
-        from parbench.report.__main__ import main as report  # matplotlib only for reports
-
-        sys.exit(report(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:  # loaded only when asked for (report: matplotlib)
+        sys.exit(load_ref(SUBCOMMANDS[sys.argv[1]])(sys.argv[2:]))
     run()
 
 

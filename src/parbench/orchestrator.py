@@ -20,10 +20,14 @@ from parbench.config.dims import ParallelDims
 from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.config.schema import Config
 from parbench.config.validate import validate_config
+from parbench.fmt import format_metric
 from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.specs import STRATEGIES
+from parbench.predict import predict, predictable, prediction_errors
+from parbench.predict.calibration import calibration_for
+from parbench.predict.fit import fit_message
 from parbench.tracking.labels import point_label, run_label
 from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
 
@@ -76,8 +80,35 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
         "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
         "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
         "world_size": dims.world_size, "mesh": dims.as_dict(), **model,
-        "workload": cfg.workload.name, **plan_workload(spec, cfg, dims),
+        "workload": cfg.workload.name, **plan_workload(spec, cfg, dims), **prediction_plan(cfg, dims),
     }
+
+
+def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
+    """The performance model's step and memory for a training config, and its fit check
+    (each suggestion tried through the checks and the model before it is named)."""
+    if not predictable(cfg):
+        return {}
+    try:
+        cal = calibration_for(cfg.hardware, cfg.workload.dtype, cfg.calibration)
+    except ConfigError as e:
+        if cfg.calibration:  # the profile asked for is missing or unreadable
+            raise
+        return {"prediction_unavailable": str(e)}
+    p = predict(cfg, dims, cal)
+    fit = fit_message(cfg, p, lambda c: validate(c, None), cal)
+    return {"memory_estimate_per_device_gb": p.memory.as_dict(), "prediction": p.as_dict(), "fit": fit}
+
+
+def print_plan(plan: dict) -> None:
+    """dry_run: the fit check and the predicted step in words, then the whole plan as JSON."""
+    p = plan.get("prediction")
+    if p:
+        step = format_metric("step_time_s", p["predicted_step_time_s"])
+        print(f"[parbench] predicted ({p['calibration']}): step {step}, "
+              f"{format_metric('tokens_per_s', p['predicted_tokens_per_s'])}, bottleneck: {p['bottleneck']}\n"
+              f"[parbench] {plan['fit']}", flush=True)
+    print(json.dumps(plan, indent=2))
 
 
 def run_job(node: DictConfig) -> dict:
@@ -92,7 +123,7 @@ def run_job(node: DictConfig) -> dict:
     except ConfigError as e:
         return reject(e, node, ctx)
     if cfg.dry_run:
-        print(json.dumps(plan, indent=2))
+        print_plan(plan)
         return plan
     return launch(cfg, plan, ctx)
 
@@ -120,6 +151,10 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     if run is None:
         return {}
     metrics = run.finish(outcome, ctx.job_dir)
+    if "prediction" in plan and outcome.ok:
+        errors = prediction_errors(plan["prediction"], metrics)
+        run.store.log_metrics(run.run_id, errors)
+        metrics.update(errors)
     report(cfg, ctx, run, outcome.ok, outcome.reason, metrics)
     if not outcome.ok and not ctx.multirun:
         sys.exit(1)

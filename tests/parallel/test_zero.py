@@ -19,7 +19,8 @@ from parbench.config import ConfigError
 from parbench.orchestrator import validate
 from parbench.metrics.flops import attention_flops_per_token
 from parbench.parallel.specs import deepspeed_installed
-from parbench.workloads.registry import WORKLOADS, plan_workload
+from parbench.predict.layout import Layout
+from parbench.predict.memory import estimate_memory
 
 LOSS_ABS = 1e-5
 TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4")
@@ -129,8 +130,7 @@ def test_memory_estimate_follows_the_zero_stage():
     over the 2 ranks; offload moves the optimizer states and (stage 3) the parameters to the host."""
     def model_states_gb(parallel: str) -> float:
         cfg = compose("hardware=cpu", f"parallel={parallel}")
-        plan = plan_workload(WORKLOADS.get("train"), cfg, validate(cfg, None))
-        return plan["memory_estimate_per_device_gb"]["params_grads_optimizer_gb"]
+        return estimate_memory(Layout.of(cfg, validate(cfg, None))).model_states_gb
 
     ddp = model_states_gb("dp")
     expected = {"zero1": 4 + 4 + 8 / 2, "zero2": 4 + (4 + 8) / 2, "zero3": 16 / 2,

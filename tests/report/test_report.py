@@ -16,7 +16,7 @@ from conftest import Cli
 from parbench.__main__ import main as parbench_main
 from parbench.report.__main__ import main as report_main
 from parbench.report.baseline import significance
-from parbench.report.fits import fit_alpha_beta, fit_line
+from parbench.metrics.fits import fit_alpha_beta, fit_line
 
 QUICK_TRAIN = ("parallel=dp", "workload.steps=4", "workload.warmup_steps=1")
 

@@ -22,6 +22,8 @@ class HardwareConfig:
     hbm_bandwidth_gbps: Optional[float] = None  # device memory bandwidth, GB/s
     memory_gb: Optional[float] = None  # per device
     link_bandwidth_gbps: Optional[float] = None  # intra-node GPU-GPU, one direction, GB/s
+    # Between nodes, per GPU, one direction, GB/s (its NIC); null: as link_bandwidth_gbps (parbench plan).
+    inter_node_bandwidth_gbps: Optional[float] = None
     gpus_per_node: int = -1  # -1: every local GPU (CPU profile: number of ranks)
     nodes: int = 1
 
@@ -176,6 +178,9 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     seed: int = 0
     dry_run: bool = False
+    # The performance model's calibration profile (docs/plan.md): a file or a name under
+    # conf/calibration/; null: conf/calibration/<hardware.name>.yaml if there is one, else spec figures.
+    calibration: Optional[str] = None
     # Modules imported before the config is checked, in the orchestrator and on every rank: they
     # register strategies, workloads or model families of your own (docs/contributing.md).
     plugins: List[str] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Training FLOPs per token and MFU, as defined in docs/metrics.md.
+"""Training FLOPs per token and MFU, as defined in docs/metrics.md (the formulas load no torch).
 
     flops/token = 6 * N + attention term
     N           = active parameters that multiply activations (input embeddings excluded;
@@ -15,14 +15,13 @@ after), so the count matches the non-causal attention term.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
+from typing import TYPE_CHECKING
 
 from parbench.config.schema import ModelConfig
 from parbench.models import ParamCounts
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def attention_flops_per_token(cfg: ModelConfig, seq_len: int, causal: bool) -> float:
@@ -46,10 +45,16 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak_tflops_per_device: flo
     return flops_per_token * tokens_per_s / (peak_tflops_per_device * 1e12 * devices)
 
 
-def counted_train_flops_per_token(model: nn.Module, vocab: int, batch: int, seq_len: int) -> float:
+def counted_train_flops_per_token(model: "nn.Module", vocab: int, batch: int, seq_len: int) -> float:
     """FLOPs per token of one forward+backward (cross-entropy on random tokens) as torch's
     FlopCounterMode counts them. SDPA runs on the math backend: the fused CPU kernel has no
     FLOP formula registered and would count as zero."""
+    # torch here only: the formulas above serve the planner, which runs without torch.
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
     device = next(model.parameters()).device
     tokens = torch.randint(0, vocab, (batch, seq_len + 1), generator=torch.Generator().manual_seed(0)).to(device)
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
@@ -58,7 +63,7 @@ def counted_train_flops_per_token(model: nn.Module, vocab: int, batch: int, seq_
     return counter.get_total_flops() / (batch * seq_len)
 
 
-def elementwise_params(model: nn.Module) -> int:
+def elementwise_params(model: "nn.Module") -> int:
     """Parameters that scale or shift rather than multiply activations (norms, biases): in 6N,
     not in a matmul count."""
     return sum(p.numel() for p in model.parameters() if p.dim() == 1)

@@ -1,13 +1,13 @@
-"""Peak memory per rank (CUDA allocator, or peak RSS on CPU) and a planning estimate."""
+"""Peak memory per rank (CUDA allocator, or peak RSS on CPU); the planning estimate is parbench.predict.memory."""
 
 from __future__ import annotations
 
 import resource
+from typing import Iterable
 
 import torch
 
-from parbench.config.schema import ModelConfig, ZeroConfig
-from parbench.models import ParamCounts
+from parbench.distenv import is_dtensor
 
 GB = 1e9
 
@@ -28,32 +28,11 @@ def reset_peak_memory(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def model_state_bytes_per_param(dims, zero: ZeroConfig | None = None) -> float:
-    """fp32 params and grads (4 B each) and AdamW's two moments (8 B) of one parameter, per device:
-    split by tp*pp and sharded by fsdp; under DeepSpeed ZeRO partitioned over the dp ranks (stage 1:
-    the optimizer states, 2: the gradients too, 3: everything), offloaded states on the host."""
-    if zero is None or zero.stage is None:
-        return 16 / (dims.tp * dims.pp * dims.fsdp)
-    params, grads, optimizer = 4.0, 4.0, 8.0
-    optimizer = 0.0 if zero.offload_optimizer else optimizer / (dims.dp if zero.stage >= 1 else 1)
-    grads /= dims.dp if zero.stage >= 2 else 1
-    params = 0.0 if zero.offload_param else params / (dims.dp if zero.stage == 3 else 1)
-    return params + grads + optimizer
-
-
-def estimate_train_memory_gb(model: ModelConfig, counts: ParamCounts, dims, batch: int, seq_len: int,
-                             dtype_bytes: int, activation_checkpointing: str,
-                             zero: ZeroConfig | None = None) -> dict[str, float]:
-    """Per-device estimate: model states (model_state_bytes_per_param), plus activations after
-    Korthikanti et al. (34*s*b*h bytes per layer at 16 bit, flash attention), divided by tp*cp,
-    for the stage's layers with the whole local batch alive (what 1F1B keeps on its first stage),
-    plus fp32 logits and their gradient for the loss."""
-    states = model_state_bytes_per_param(dims, zero) * counts.total
-    tokens = batch * seq_len / dims.cp
-    per_layer = 34 * tokens * model.hidden * dtype_bytes / 2 / dims.tp
-    if activation_checkpointing == "full":
-        per_layer = 2 * tokens * model.hidden * dtype_bytes / 2
-    activations = per_layer * model.layers / dims.pp
-    logits = 2 * tokens * model.vocab * 4 / dims.tp
-    return {"params_grads_optimizer_gb": states / GB, "activations_gb": activations / GB,
-            "logits_gb": logits / GB, "total_gb": (states + activations + logits) / GB}
+def held_parameters_gb(parameters: Iterable[torch.Tensor]) -> float:
+    """Bytes of the parameters this rank holds: a DTensor's local shard, DeepSpeed ZeRO-3's
+    partition (ds_tensor), else the whole tensor (what parbench.predict.memory predicts as params_gb)."""
+    total = 0
+    for p in parameters:
+        held = p.to_local() if is_dtensor(p) else getattr(p, "ds_tensor", p)
+        total += held.numel() * held.element_size()
+    return total / GB

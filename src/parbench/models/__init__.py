@@ -4,7 +4,9 @@ reference, so configs are checked without loading torch), and parameter counts b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
+from parbench.config.schema import ModelConfig
 from parbench.registry import Registry
 
 MODEL_FAMILIES: Registry[str] = Registry("model family", "model.family")
@@ -18,3 +20,19 @@ class ParamCounts:
     embedding: int  # input embeddings (token and learned position), excluded from 6N
     active: int  # parameters touched per token: MoE counts top_k of the experts
     matmul_active: int  # active parameters that multiply activations, the N of 6N
+
+
+def counts_from_sizes(named_sizes: Iterable[tuple[str, int]], cfg: ModelConfig) -> ParamCounts:
+    """Parameter counts by role from (name, numel) pairs, each parameter once (tied weights once):
+    of a built model (build.count_params) or of the shapes parbench.predict derives without torch."""
+    total = embedding = expert = 0
+    for name, n in named_sizes:
+        total += n
+        if name.endswith("embeddings.weight"):
+            embedding += n
+        elif ".experts." in name:
+            expert += n
+    active = total - expert + (expert * cfg.top_k // cfg.experts if cfg.experts else 0)
+    # A tied output head still multiplies every token by the vocab matrix.
+    tied_head = cfg.vocab * cfg.hidden if cfg.tie_embeddings else 0
+    return ParamCounts(total, embedding, active, active - embedding + tied_head)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models import MODEL_FAMILIES, ParamCounts
+from parbench.models import MODEL_FAMILIES, ParamCounts, counts_from_sizes
 from parbench.registry import load_ref
 
 
@@ -58,15 +58,4 @@ def build_initialized(cfg: ModelConfig, seed: int, device: str | torch.device) -
 
 def count_params(model: nn.Module, cfg: ModelConfig) -> ParamCounts:
     """Count parameters of a built (possibly meta) model by role."""
-    total = embedding = expert = 0
-    for name, p in model.named_parameters():  # tied weights are yielded once
-        n = p.numel()
-        total += n
-        if name.endswith("embeddings.weight"):
-            embedding += n
-        elif ".experts." in name:
-            expert += n
-    active = total - expert + (expert * cfg.top_k // cfg.experts if cfg.experts else 0)
-    # A tied output head still multiplies every token by the vocab matrix.
-    tied_head = cfg.vocab * cfg.hidden if cfg.tie_embeddings else 0
-    return ParamCounts(total, embedding, active, active - embedding + tied_head)
+    return counts_from_sizes(((name, p.numel()) for name, p in model.named_parameters()), cfg)

@@ -23,7 +23,7 @@ from parbench.metrics.timing import BusyTimer
 from parbench.models.moe import MoE
 from parbench.distenv import DistEnv
 from parbench.parallel.model import ParallelModel
-from parbench.parallel.specs import MULTI_STAGE_SCHEDULES
+from parbench.parallel.specs import MULTI_STAGE_SCHEDULES, theoretical_bubble
 
 SCHEDULES = {
     "gpipe": ScheduleGPipe,
@@ -53,15 +53,6 @@ def split_stage(model: nn.Module, stage: int, num_stages: int) -> nn.Module:
         if hasattr(part, name):
             setattr(part, name, None)
     return part
-
-
-def theoretical_bubble(schedule: str, pp: int, microbatches: int, stages_per_rank: int) -> float:
-    """Idle fraction of an ideal pipeline with equal stage times: (p-1)/(v*m+p-1), v=1 for gpipe/1f1b.
-    zero_bubble splits backward into input (B) and weight (W) passes that fill the warm-up and
-    cool-down; with F=B=W the remaining bubble is (p-1)/(3*v*m+p-1) (ZB-H1, Qi et al. 2024)."""
-    v = stages_per_rank if schedule in MULTI_STAGE_SCHEDULES else 1
-    work = v * microbatches * (3 if schedule == "zero_bubble" else 1)
-    return (pp - 1) / (work + pp - 1)
 
 
 class _AuxLossInBackward(torch.autograd.Function):

@@ -115,6 +115,15 @@ def validate_pp(cfg: Config, dims: ParallelDims) -> None:
                           f"{rounds} (e.g. {rounds * dims.pp})")
 
 
+def theoretical_bubble(schedule: str, pp: int, microbatches: int, stages_per_rank: int) -> float:
+    """Idle fraction of an ideal pipeline with equal stage times: (p-1)/(v*m+p-1), v=1 for gpipe/1f1b.
+    zero_bubble splits backward into input (B) and weight (W) passes that fill the warm-up and
+    cool-down; with F=B=W the remaining bubble is (p-1)/(3*v*m+p-1) (ZB-H1, Qi et al. 2024)."""
+    v = stages_per_rank if schedule in MULTI_STAGE_SCHEDULES else 1
+    work = v * microbatches * (3 if schedule == "zero_bubble" else 1)
+    return (pp - 1) / (work + pp - 1)
+
+
 def validate_zero(cfg: Config, dims: ParallelDims) -> None:
     """What the DeepSpeed engine supports as parbench wires it: data parallel over every rank."""
     z, name = cfg.parallel.zero, f"parallel={cfg.parallel.name}"

@@ -10,7 +10,7 @@ import pandas as pd
 
 from parbench.report import fmt
 from parbench.report.document import Figure, Paragraph, Section, Table
-from parbench.report.fits import fit_line
+from parbench.metrics.fits import fit_line
 from parbench.metrics.plots import plot_phase_pies
 from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
 from parbench.report.runs import RunSet

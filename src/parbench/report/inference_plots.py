@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from parbench.report.fits import fit_line  # noqa: E402
+from parbench.metrics.fits import fit_line  # noqa: E402
 
 LATENCY_TITLES = {"ttft_s_p50": "TTFT (median)", "e2e_s_p50": "end-to-end latency (median)",
                   "tpot_s_p50": "TPOT (median)"}

@@ -11,7 +11,7 @@ import pandas as pd
 
 from parbench.report import fmt, microbench_plots
 from parbench.report.document import Figure, Paragraph, Section, Table
-from parbench.report.fits import fit_alpha_beta
+from parbench.metrics.fits import fit_alpha_beta
 from parbench.report.runs import RunSet
 
 POINT = re.compile(r"metrics\.(time_us|algbw_gbps|busbw_gbps)/(\w+)/(\d+)$")

@@ -16,7 +16,7 @@ from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.schema import Config
 from parbench.metrics import flops
 from parbench.metrics.energy import WindowMeter, window_metrics
-from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
+from parbench.metrics.memory import held_parameters_gb, peak_memory_gb
 from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models.build import build_model, count_params
@@ -37,9 +37,6 @@ def plan(cfg: Config, dims: ParallelDims) -> dict:
         "tokens_per_step": tokens_per_step(cfg, dims),
         "flops_per_token": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=True),
         "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
-        "memory_estimate_per_device_gb": estimate_train_memory_gb(
-            cfg.model, counts, dims, local_batch(w, dims), w.seq_len, torch_dtype(w.dtype).itemsize,
-            w.activation_checkpointing, cfg.parallel.zero),
     }
 
 
@@ -223,7 +220,9 @@ def train_results(cfg: Config, env: DistEnv, times: dict[str, list[float]], loss
     """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks.
     The profiler's window comes after the measured steps and never enters step_time_s."""
     gathered: list = [None] * env.world_size
-    dist.all_gather_object(gathered, (times, peak_memory_gb(env.device), strategy_values, meter.reading()))
+    held = {"params_held_gb": held_parameters_gb(pmodel.parameters())}
+    dist.all_gather_object(gathered, (times, {**peak_memory_gb(env.device), **held}, strategy_values,
+                                      meter.reading()))
     slowest = {phase: slowest_per_step([g[0][phase] for g in gathered]) for phase in times}
     memory = {k: max(g[1][k] for g in gathered) for k in gathered[0][1]}
     stats = summarize(slowest["measure"], "step_time_s", cfg.stats.confidence, cfg.stats.ci_method,

@@ -77,5 +77,5 @@ WORKLOADS.register("train")(WorkloadSpec(
                      "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "overlap_pct",
                      "bubble_pct", "bubble_pct_theory", "profile_overhead_ratio", "profile_added_s",
                      "energy_j", "avg_power_w", "tokens_per_joule", "cpu_util_pct", "mem_peak_allocated_gb",
-                     "loss_final"),
+                     "loss_final", "predicted_step_time_s", "predicted_step_time_error_pct", "predicted_mem_peak_gb"),
 ))

@@ -1,0 +1,121 @@
+"""What the model knows about a machine: achieved matmul and memory rates, a latency-bandwidth fit
+per link scope, and how much of each strategy's communication hides behind compute. A calibration
+profile (`parbench calibrate`, conf/calibration/<hardware>.yaml, versioned) holds measured figures;
+without one the hardware config's spec figures stand in, scaled by the efficiencies below, and
+the prediction says so (docs/plan.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from parbench.config import ConfigError
+from parbench.config.schema import HardwareConfig
+from parbench.paths import CONF_DIR
+
+VERSION = 1
+CALIBRATION_DIR = CONF_DIR / "calibration"
+
+# Spec fallback. cuBLAS bf16 GEMMs at LLM shapes reach about 70% of the dense peak on H100/H200,
+# NCCL's bus bandwidth about 80% of the NVLink figure, and streaming kernels about 80% of HBM.
+SPEC_MATMUL_EFFICIENCY = 0.7
+SPEC_MEMBW_EFFICIENCY = 0.8
+SPEC_LINK_EFFICIENCY = 0.8
+SPEC_LATENCY_S = {"intra_node": 10e-6, "inter_node": 25e-6}
+# A GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects).
+SPEC_MATMUL_HALF_GFLOP = 1.0
+# Fraction of each strategy's communication hidden behind compute, measured on 2 H200s (1.5B model,
+# seq 4096; docs/results/2026-11-22_session3.md: dp 86.7%, fsdp 85.4%, tp 0; 2026-11-22_h200x2.md:
+# cp 66.8%, ep 14.2%, pp send/recv 0). ZeRO's bucketed collectives are taken as fsdp's.
+MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 0.0, "cp": 0.668, "ep": 0.142}
+
+
+@dataclass
+class LinkFit:
+    """t(bytes) = latency_s + bytes x bus factor / busbw (nccl-tests' bus bandwidth convention)."""
+
+    latency_s: float = 0.0
+    busbw_gbps: float = 0.0
+
+
+@dataclass
+class Calibration:
+    version: int = VERSION
+    hardware: str = ""
+    source: str = "spec"  # spec | measured (with the command and date)
+    dtype: str = "bf16"  # the dtype matmul_tflops was measured in
+    matmul_tflops: float = 0.0  # achieved on large GEMMs, per device
+    matmul_half_gflop: float = SPEC_MATMUL_HALF_GFLOP
+    membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
+    intra_node: LinkFit = field(default_factory=LinkFit)
+    inter_node: LinkFit = field(default_factory=LinkFit)
+    overlap: Dict[str, float] = field(default_factory=lambda: dict(MEASURED_OVERLAP))
+    memory_overhead_gb: float = 0.0  # what a rank holds beyond its tensors (measured: peak minus tensors)
+    notes: Optional[str] = None
+
+    @property
+    def is_spec(self) -> bool:
+        return self.source == "spec"
+
+    def matmul_rate(self, gemm_flops: float) -> float:
+        """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
+        return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
+
+
+def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
+    """The hardware config's peaks scaled by the typical efficiencies; missing figures named."""
+    missing = [n for n, v in (("peak_tflops." + dtype, hw.peak_tflops.get(dtype)),
+                              ("hbm_bandwidth_gbps", hw.hbm_bandwidth_gbps),
+                              ("link_bandwidth_gbps", hw.link_bandwidth_gbps)) if not v]
+    if missing:
+        raise ConfigError(f"hardware={hw.name} has no {', '.join(missing)} and there is no calibration profile "
+                          f"for it: run `parbench calibrate hardware={hw.name}` or set the hardware figures")
+    inter = hw.inter_node_bandwidth_gbps or hw.link_bandwidth_gbps
+    return Calibration(
+        hardware=hw.name, source="spec", dtype=dtype, matmul_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY,
+        membw_gbps=hw.hbm_bandwidth_gbps * SPEC_MEMBW_EFFICIENCY,
+        intra_node=LinkFit(SPEC_LATENCY_S["intra_node"], hw.link_bandwidth_gbps * SPEC_LINK_EFFICIENCY),
+        inter_node=LinkFit(SPEC_LATENCY_S["inter_node"], inter * SPEC_LINK_EFFICIENCY))
+
+
+def calibration_path(ref: str) -> Path:
+    """A file path, or a profile name under conf/calibration/."""
+    path = Path(ref)
+    return path if path.suffix in (".yaml", ".yml", ".json") else CALIBRATION_DIR / f"{ref}.yaml"
+
+
+def load_calibration(ref: str) -> Calibration:
+    path = calibration_path(ref)
+    if not path.exists():
+        raise ConfigError(f"calibration={ref}: {path} does not exist; run `parbench calibrate` or name one of "
+                          f"{', '.join(sorted(p.stem for p in CALIBRATION_DIR.glob('*.yaml'))) or 'none yet'}")
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(Calibration), OmegaConf.load(path))
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"calibration file {path}: {e}".splitlines()[0]) from None
+    cal: Calibration = OmegaConf.to_object(node)
+    if cal.version != VERSION:
+        raise ConfigError(f"calibration file {path} has version {cal.version}, this parbench reads version "
+                          f"{VERSION}: run `parbench calibrate` again")
+    return cal
+
+
+def save_calibration(cal: Calibration, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# parbench calibration profile (docs/plan.md), format version {VERSION}\n"
+                    + OmegaConf.to_yaml(OmegaConf.structured(asdict(cal))))
+    return path
+
+
+def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calibration:
+    """The named profile, else conf/calibration/<hardware>.yaml when it exists, else the spec figures."""
+    if ref:
+        return load_calibration(ref)
+    if calibration_path(hw.name).exists():
+        return load_calibration(hw.name)
+    return spec_calibration(hw, dtype)
+

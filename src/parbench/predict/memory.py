@@ -1,0 +1,141 @@
+"""Memory per device of a training layout: parameters, gradients and optimizer states of the shard it
+holds (tp/pp split, fsdp or ZeRO sharding), activations by checkpointing mode and micro-batches in
+flight, fp32 logits, communication buffers, and the runtime's own overhead from the calibration.
+
+Parameters stay fp32 (autocast and FSDP2's mixed precision compute in the workload dtype from fp32
+weights), so a parameter costs 4 B, its gradient 4 B and AdamW's two moments 8 B."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parbench.config.schema import ZeroConfig
+from parbench.predict.layout import Layout
+from parbench.predict.params import Named, dim0_shard, model_shapes, size
+
+GB = 1e9
+FP32 = 4
+OPTIMIZER_BYTES = {"adamw": 8, "sgd": 0}  # per parameter: AdamW's exp_avg and exp_avg_sq; plain SGD none
+DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradient buckets it all-reduces
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    params_gb: float
+    grads_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    logits_gb: float
+    buffers_gb: float
+    overhead_gb: float
+
+    @property
+    def model_states_gb(self) -> float:
+        return self.params_gb + self.grads_gb + self.optimizer_gb
+
+    @property
+    def total_gb(self) -> float:
+        return self.model_states_gb + self.activations_gb + self.logits_gb + self.buffers_gb + self.overhead_gb
+
+    def as_dict(self) -> dict[str, float]:
+        return {"params_gb": self.params_gb, "grads_gb": self.grads_gb, "optimizer_gb": self.optimizer_gb,
+                "params_grads_optimizer_gb": self.model_states_gb, "activations_gb": self.activations_gb,
+                "logits_gb": self.logits_gb, "buffers_gb": self.buffers_gb, "overhead_gb": self.overhead_gb,
+                "total_gb": self.total_gb}
+
+
+def tp_split(named: Named, tp: int, ep: int = 1) -> Named:
+    """A block's or the embeddings' parameters on one tp rank: matrices split tp ways (norms
+    replicated); experts' stacked weights split ep ways."""
+    return [(n, (s[0] // ep, *s[1:]) if ".experts." in n else ((s[0] // tp, *s[1:]) if len(s) > 1 else s))
+            for n, s in named]
+
+
+def stage_params(layout: Layout) -> Named:
+    """The parameters of the largest pipeline stage on one tp rank: its blocks plus the embeddings
+    (first stage) or the norm and output head (last stage), whichever is larger."""
+    shapes, d = model_shapes(layout.cfg.model), layout.dims
+    ep = d.ep if "ep" in layout.enabled else 1
+    per_stage = shapes.layers // d.pp
+    blocks = [(f"layers.{i}.{n}", s) for i in range(per_stage) for n, s in tp_split(shapes.block, d.tp, ep)]
+    ends = [tp_split(shapes.embedding, d.tp), tp_split(shapes.head, d.tp)]
+    if d.pp == 1:
+        return ends[0] + blocks + ends[1]
+    return blocks + max(ends, key=size)
+
+
+def model_state_bytes(layout: Layout, named: Named) -> tuple[float, float, float]:
+    """Bytes of (params, grads, optimizer states) on one device: DDP replicates, FSDP2 shards dim 0
+    over fsdp x cp, DeepSpeed ZeRO partitions by stage over the dp ranks (offloaded states on the host)."""
+    opt = OPTIMIZER_BYTES.get(layout.cfg.workload.optimizer, 8)
+    zero: ZeroConfig = layout.cfg.parallel.zero
+    if "zero" in layout.enabled:
+        n, dp = size(named), layout.dims.dp
+        params = 0.0 if zero.offload_param else FP32 * n / (dp if zero.stage == 3 else 1)
+        grads = FP32 * n / (dp if zero.stage >= 2 else 1)
+        optimizer = 0.0 if zero.offload_optimizer else opt * n / (dp if zero.stage >= 1 else 1)
+        return params, grads, optimizer
+    held = dim0_shard(named, layout.dims.fsdp * layout.dims.cp) if "fsdp" in layout.enabled else size(named)
+    return FP32 * held, FP32 * held, opt * held
+
+
+def activation_elements_per_token(layout: Layout, mode: str) -> float:
+    """Elements one block keeps per token for backward, on one tp rank. none: every input the
+    backward needs (norm inputs and outputs, q/k/v, attention output, the MLP's three inner
+    activations, residuals); selective: the block input and every matmul and attention output;
+    full: the block input only."""
+    m, tp = layout.cfg.model, layout.dims.tp
+    hd = m.head_dim or m.hidden // m.heads
+    q, kv = m.heads * hd / tp, 2 * m.kv_heads * hd / tp
+    ffn = m.ffn * (m.top_k if m.experts else 1) / tp
+    h = m.hidden / (tp if layout.cfg.parallel.sp else 1)  # sequence parallel splits the norm regions
+    if mode == "full":
+        return h
+    if mode == "selective":
+        return 3 * h + 2 * q + kv + 2 * ffn
+    return 4 * h + 2 * q + kv + 4 * ffn
+
+
+def microbatches_in_flight(layout: Layout) -> int:
+    """Micro-batches whose activations the first stage holds at once: all of them under GPipe,
+    up to pp under 1F1B (and its interleaved and zero-bubble forms, per stage it holds)."""
+    if layout.dims.pp == 1:
+        return 1
+    m = layout.microbatches
+    return m if layout.cfg.parallel.pp_schedule == "gpipe" else min(m * layout.stages_per_rank, layout.dims.pp
+                                                                    * layout.stages_per_rank)
+
+
+def activation_bytes(layout: Layout) -> float:
+    """Saved activations of the stage's layers for the micro-batches in flight; under full
+    checkpointing, plus one block's whole set while backward recomputes it."""
+    mode = layout.activation_checkpointing
+    per_token = activation_elements_per_token(layout, mode)
+    layers = layout.cfg.model.layers // layout.dims.pp
+    elements = per_token * layers * microbatches_in_flight(layout) / layout.stages_per_rank
+    if mode == "full":
+        elements += activation_elements_per_token(layout, "none")
+    return elements * layout.microbatch_tokens * layout.dtype_bytes
+
+
+def logits_bytes(layout: Layout) -> float:
+    """fp32 logits and their gradient for the loss, on the last stage (vocab split over tp)."""
+    return 2 * layout.microbatch_tokens * layout.cfg.model.vocab * FP32 / layout.dims.tp
+
+
+def buffer_bytes(layout: Layout) -> float:
+    """Communication buffers: FSDP2's all-gathered block in the compute dtype (the next one
+    prefetched) and its fp32 reduce-scatter input; DDP's two gradient buckets in flight."""
+    shapes, d = model_shapes(layout.cfg.model), layout.dims
+    if "fsdp" in layout.enabled or ("zero" in layout.enabled and layout.cfg.parallel.zero.stage == 3):
+        block = size(tp_split(shapes.block, d.tp))
+        return block * (2 * layout.dtype_bytes + FP32)
+    if "dp" in layout.enabled:
+        return 2 * DDP_BUCKET_BYTES
+    return 0.0
+
+
+def estimate_memory(layout: Layout, overhead_gb: float = 0.0) -> MemoryEstimate:
+    params, grads, optimizer = model_state_bytes(layout, stage_params(layout))
+    return MemoryEstimate(params / GB, grads / GB, optimizer / GB, activation_bytes(layout) / GB,
+                          logits_bytes(layout) / GB, buffer_bytes(layout) / GB, overhead_gb)
