@@ -1,6 +1,9 @@
-"""`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point."""
+"""`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point.
+`parbench sync [DIR ...]` uploads results that did not reach the tracking store."""
 
 from __future__ import annotations
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
@@ -17,5 +20,14 @@ def main(cfg: DictConfig) -> dict:
     return run_job(cfg)
 
 
+def cli() -> None:
+    if sys.argv[1:2] == ["sync"]:
+        from parbench.tracking.sync import main as sync_main
+
+        sync_main(sys.argv[2:])
+    else:
+        main()
+
+
 if __name__ == "__main__":
-    main()
+    cli()

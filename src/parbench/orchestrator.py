@@ -17,13 +17,17 @@ from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
 from parbench.config.validate import validate
 from parbench.launch.cluster import current_node
-from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
+from parbench.launch.diagnose import memory_facts
+from parbench.launch.interrupt import INTERRUPTS
+from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
 from parbench.models import build_model, count_params
 from parbench.parallel.dims import ParallelDims
 from parbench.report.summary import metrics_table
 from parbench.tracking.job import LOG_FILE, JobRun
+from parbench.tracking.pending import TrackedJob
+from parbench.tracking.reach import TrackingUnreachable, check_reachable
 from parbench.tracking.store import Store
-from parbench.tracking.sweep import parent_run_id
+from parbench.tracking.sweep import parent_run_id, stop_sweep
 from parbench.workloads import WORKLOADS, job_layout
 from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
@@ -66,6 +70,9 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
 
 def run_job(node: DictConfig) -> dict:
     ctx = JobContext.from_hydra()
+    INTERRUPTS.install()
+    if INTERRUPTS.signal:  # the sweep was interrupted between two jobs
+        stop_sweep(ctx.sweep_dir)
     gpus = detect_gpus()
     try:
         cfg = resolve.resolve(node, gpus)
@@ -76,6 +83,12 @@ def run_job(node: DictConfig) -> dict:
     if cfg.dry_run:
         print(json.dumps(plan, indent=2))
         return plan
+    if not ctx.multirun:  # a sweep checked its store before it started
+        try:
+            check_reachable(cfg.tracking.uri)
+        except TrackingUnreachable as e:
+            print(f"parbench: {e}", file=sys.stderr, flush=True)
+            sys.exit(2)
     return launch(cfg, plan, ctx)
 
 
@@ -83,20 +96,27 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     node = current_node(cfg.hardware.nodes)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
-    run = JobRun.start(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir) if node.is_main else None
-    if run is not None and cfg.hardware.device_type == "cuda":
-        record_topology(run, ctx.job_dir)
+    job = TrackedJob.open(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir, start_run=node.is_main,
+                          reap=not ctx.multirun)
+    if job.skipped_by:
+        print(f"[parbench] {ctx.name}: skipped, run {job.skipped_by} already FINISHED with this config "
+              "(resume=false runs it again)", flush=True)
+        return {}
+    if job.run is not None and cfg.hardware.device_type == "cuda":
+        record_topology(job.run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
     outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
-                           ctx.job_dir / log_name,
-                           cfg.launch.timeout_s, cfg.launch.log_tail_lines)
-    if run is None:
+                           ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
+                           cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
+    if not node.is_main:
         return {}
-    metrics = run.finish(outcome, ctx.job_dir)
-    report(cfg, ctx, run, outcome.ok, outcome.reason, metrics)
+    metrics = job.finish(outcome)
+    report(cfg, ctx, job.run, outcome, metrics)
+    if INTERRUPTS.signal:
+        stop_sweep(ctx.sweep_dir)
     if not outcome.ok and not ctx.multirun:
         sys.exit(1)
     return metrics
@@ -109,12 +129,13 @@ def record_topology(run: JobRun, job_dir: Path) -> None:
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def report(cfg: Config, ctx: JobContext, run: JobRun, ok: bool, reason: str, metrics: dict) -> None:
-    status = "FINISHED" if ok else f"FAILED: {reason}"
+def report(cfg: Config, ctx: JobContext, run: JobRun | None, outcome: LaunchOutcome, metrics: dict) -> None:
+    status = outcome.status if outcome.ok else f"{outcome.status}: {outcome.reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
     print(f"\n== {ctx.name}: {status}\n{metrics_table(metrics, keys)}")
-    print(f"Job dir: {ctx.job_dir}\nMLflow run {run.run_id}: mlflow ui --backend-store-uri {run.store.uri}\n",
-          flush=True)
+    where = (f"MLflow run {run.run_id}: mlflow ui --backend-store-uri {run.store.uri}" if run is not None
+             else f"not in MLflow yet: parbench sync {ctx.job_dir}")
+    print(f"Job dir: {ctx.job_dir}\n{where}\n", flush=True)
 
 
 def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:

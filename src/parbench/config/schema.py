@@ -99,7 +99,10 @@ class ParallelConfig:
 class LaunchConfig:
     """How the orchestrator launches and supervises torchrun."""
 
-    timeout_s: float = 900.0
+    timeout_s: float = 900.0  # the whole job, start-up and summary included
+    # Hung: no new step line for this long once steps began (or 10x the slowest step so far, if more);
+    # 0 turns the watchdog off. See docs/reliability.md.
+    stall_timeout_s: float = 120.0
     master_port: int = 29500
     log_tail_lines: int = 60
     env: Dict[str, str] = field(default_factory=dict)
@@ -164,3 +167,6 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     seed: int = 0
     dry_run: bool = False
+    # Skip a point that already has a FINISHED run with the same config hash in the experiment
+    # (docs/reliability.md); false reruns it.
+    resume: bool = True

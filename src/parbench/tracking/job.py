@@ -1,9 +1,10 @@
-"""The MLflow child run of one job: opened before launch, filled from what the worker wrote."""
+"""The MLflow child run of one job: opened before launch, filled from what the worker wrote.
+Everything it logs is also in the job dir (resolved.yaml, plan.json, outcome.json, the worker's
+files), so a run the tracking server missed is uploaded later by `parbench sync`."""
 
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 from parbench import __version__
@@ -12,10 +13,13 @@ from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
 from parbench.metrics.profile import PROFILE_DIR
 from parbench.paths import git_sha
+from parbench.tracking.orphans import process_tags
+from parbench.tracking.resume import HASH_TAG, config_hash
 from parbench.tracking.store import Store, read_json
 from parbench.workloads.reporting import RESULTS_FILE, STEPS_FILE
 
 LOG_FILE = "worker.log"
+STACKS = "stacks"  # each rank's stack, dumped when the job hung
 
 
 class JobRun:
@@ -23,13 +27,12 @@ class JobRun:
         self.store, self.run_id = store, run_id
 
     @classmethod
-    def start(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], parent_id: str | None,
-              job_dir: Path) -> "JobRun":
-        store = Store(cfg.tracking.uri, cfg.tracking.experiment)
+    def start(cls, store: Store, cfg: Config, plan: dict, name: str, choices: dict[str, str],
+              parent_id: str | None, job_dir: Path) -> "JobRun":
         sha = git_sha()
         tags = {**{f"choice.{k}": v for k, v in choices.items()}, "git_sha": sha,
                 "mlflow.source.git.commit": sha.removesuffix("-dirty"), "parbench_version": __version__,
-                "orchestrator_host": socket.gethostname(), "job_dir": str(job_dir.resolve())}
+                **process_tags(), "job_dir": str(job_dir.resolve()), HASH_TAG: config_hash(cfg)}
         run = cls(store, store.create_run(name, tags, parent_id))
         store.log_params(run.run_id, resolve.flatten(resolve.as_dict(cfg)))
         store.log_metrics(run.run_id, {f"plan_{k}": v for k, v in resolve.flatten(plan).items()
@@ -52,7 +55,7 @@ class JobRun:
         self.store.log_metrics(self.run_id, {**metrics, "launch_duration_s": outcome.duration_s})
         for name, series in results.get("step_metrics", {}).items():
             self.store.log_step_rows(self.run_id, [{"step": i, name: v} for i, v in enumerate(series)])
-        tags = {**results.get("tags", {}), "status": "FINISHED" if outcome.ok else "FAILED"}
+        tags = {**results.get("tags", {}), "status": outcome.status}
         if not outcome.ok:
             tags.update(failure_reason=outcome.reason, log_tail=outcome.log_tail[-4000:])
         self.store.set_tags(self.run_id, tags)
@@ -62,7 +65,9 @@ class JobRun:
         # Traces (one per rank), CSV tables, plots and memory snapshots of a profiled run.
         self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / PROFILE_DIR).glob("*") if p.is_file()),
                                  PROFILE_DIR)
-        self.store.finish(self.run_id, outcome.ok)
+        self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / STACKS).glob("*.txt") if p.stat().st_size),
+                                 STACKS)
+        self.store.end(self.run_id, outcome.status)
         return metrics
 
 

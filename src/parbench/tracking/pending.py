@@ -1,0 +1,84 @@
+"""A job's tracking record, kept in its job dir: where its run goes and whether it got there.
+A job whose store fails (a tracking server gone, a store refusing writes) still runs to its end;
+what it measured stays in the job dir and `parbench sync` uploads it later."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from parbench.config.schema import Config
+from parbench.launch.torchrun import LaunchOutcome
+from parbench.tracking.job import JobRun
+from parbench.tracking.orphans import reap_orphans
+from parbench.tracking.resume import finished_run
+from parbench.tracking.store import Store, read_json
+from parbench.workloads.reporting import RESULTS_FILE
+
+RECORD_FILE, PLAN_FILE, OUTCOME_FILE, SKIPPED_FILE = "tracking.json", "plan.json", "outcome.json", "skipped.json"
+
+
+@dataclass
+class JobRecord:
+    uri: str
+    experiment: str
+    name: str
+    choices: dict[str, str] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    run_id: str | None = None
+    synced: bool = False
+
+    def save(self, job_dir: Path) -> None:
+        (job_dir / RECORD_FILE).write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, job_dir: Path) -> "JobRecord":
+        return cls(**read_json(job_dir / RECORD_FILE))
+
+
+def warn_unsynced(job_dir: Path, uri: str, error: BaseException) -> None:
+    print(f"[parbench] tracking failed ({uri}: {str(error).splitlines()[0][:200] if str(error) else type(error).__name__}); "
+          f"the results stay in {job_dir}: upload them later with `parbench sync {job_dir}`", flush=True)
+
+
+class TrackedJob:
+    """The job's run when the store answers; the job dir's record either way."""
+
+    def __init__(self, job_dir: Path, record: JobRecord, run: JobRun | None = None, skipped_by: str | None = None):
+        self.job_dir, self.record, self.run, self.skipped_by = job_dir, record, run, skipped_by
+
+    @classmethod
+    def open(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], parent_id: str | None,
+             job_dir: Path, start_run: bool = True, reap: bool = False) -> "TrackedJob":
+        """Record the job, skip it if resume finds it FINISHED, else open its run (if start_run)."""
+        (job_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2, default=str))
+        job = cls(job_dir, JobRecord(cfg.tracking.uri, cfg.tracking.experiment, name, choices, parent_id))
+        try:
+            store = Store(cfg.tracking.uri, cfg.tracking.experiment)
+            if reap:
+                reap_orphans(store)
+            job.skipped_by = finished_run(store, cfg)
+            if job.skipped_by:
+                (job_dir / SKIPPED_FILE).write_text(json.dumps({"run_id": job.skipped_by}))
+                return job
+            if start_run:
+                job.run = JobRun.start(store, cfg, plan, name, choices, parent_id, job_dir)
+                job.record.run_id = job.run.run_id
+        except Exception as e:  # noqa: BLE001 - whatever the store raises, the job still runs
+            warn_unsynced(job_dir, cfg.tracking.uri, e)
+        job.record.save(job_dir)
+        return job
+
+    def finish(self, outcome: LaunchOutcome) -> dict[str, float]:
+        """Keep the outcome in the job dir, log everything to the run if the store answers."""
+        (self.job_dir / OUTCOME_FILE).write_text(json.dumps(asdict(outcome), indent=2))
+        metrics = read_json(self.job_dir / RESULTS_FILE).get("metrics", {})
+        if self.run is not None:
+            try:
+                metrics = self.run.finish(outcome, self.job_dir)
+                self.record.synced = True
+            except Exception as e:  # noqa: BLE001
+                warn_unsynced(self.job_dir, self.record.uri, e)
+        self.record.save(self.job_dir)
+        return metrics
