@@ -123,6 +123,8 @@ class DebugConfig:
 
     crash_at_step: int = -1
     hang_at_step: int = -1
+    alloc_at_step: int = -1  # fault_rank allocates (and fills) debug.alloc_gb on its device: OOM on purpose
+    alloc_gb: float = 0.0
     fault_rank: int = 0
     corrupt_results: bool = False  # microbenchmarks change one output element on fault_rank before verifying
 

@@ -37,7 +37,7 @@ class Interrupts:
         return 128 + int(self.signal) if self.signal else 0
 
     def reason(self) -> str:
-        return (f"interrupted: the sweep got {self.signal.name}; torchrun's processes were ended"
+        return (f"interrupted: parbench got {self.signal.name}; torchrun's processes were ended"
                 if self.signal else "")
 
 

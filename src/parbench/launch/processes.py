@@ -3,6 +3,7 @@ end that leaves nothing behind (torchrun puts each worker in its own process gro
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -11,6 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn for torchrun: SIGTERM it when the orchestrator dies, even by SIGKILL, so its
+    own teardown ends the workers instead of leaving them running (Linux prctl)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from parbench.launch.cluster import NodeInfo
 from parbench.launch.diagnose import MemoryFacts, failure_reason, oom_kill_count
 from parbench.launch.hang import Progress, describe_hang
 from parbench.launch.interrupt import INTERRUPTS
-from parbench.launch.processes import end_tree
+from parbench.launch.processes import die_with_parent, end_tree
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1, start_new_session=True)
+                                bufsize=1, start_new_session=True, preexec_fn=die_with_parent)
         pump = threading.Thread(target=_pump, args=(proc, log, tail, progress), daemon=True)
         pump.start()
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 from collections import deque
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from parbench.parallel.cp import held_positions
 from parbench.parallel.dims import ParallelDims
 from parbench.workloads import WORKLOADS, WorkloadSpec, check_fields
 from parbench.workloads.dtypes import torch_dtype
+from parbench.workloads.faults import inject_fault
 from parbench.workloads.reporting import StepReporter
 
 AC_MODES = ("none", "full", "selective")
@@ -184,19 +184,6 @@ def optimizer_stepper(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
         optimizer.zero_grad(set_to_none=True)
 
     return step
-
-
-def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]) -> None:
-    """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling;
-    flush() first records the steps still unread, as a real fault would find them recorded."""
-    if env.rank != cfg.debug.fault_rank or step not in (cfg.debug.crash_at_step, cfg.debug.hang_at_step):
-        return
-    flush()
-    if step == cfg.debug.crash_at_step:
-        raise RuntimeError(f"injected crash at step {step} (debug.crash_at_step)")
-    if step == cfg.debug.hang_at_step:
-        print(f"[parbench] rank {env.rank} hangs at step {step} (debug.hang_at_step)", flush=True)
-        time.sleep(10**7)
 
 
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
