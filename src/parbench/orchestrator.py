@@ -96,7 +96,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     node = current_node(cfg.hardware.nodes)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
-    job = TrackedJob.open(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir, start_run=node.is_main,
+    job = TrackedJob.open(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir, main=node.is_main,
                           reap=not ctx.multirun)
     if job.skipped_by:
         print(f"[parbench] {ctx.name}: skipped, run {job.skipped_by} already FINISHED with this config "

@@ -50,24 +50,27 @@ class TrackedJob:
 
     @classmethod
     def open(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], parent_id: str | None,
-             job_dir: Path, start_run: bool = True, reap: bool = False) -> "TrackedJob":
-        """Record the job, skip it if resume finds it FINISHED, else open its run (if start_run)."""
-        (job_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2, default=str))
+             job_dir: Path, main: bool = True, reap: bool = False) -> "TrackedJob":
+        """Skip the job if resume finds it FINISHED; else, on the main node (which alone writes the
+        job dir's record; the others share that dir), record it and open its run."""
         job = cls(job_dir, JobRecord(cfg.tracking.uri, cfg.tracking.experiment, name, choices, parent_id))
+        if main:
+            (job_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2, default=str))
         try:
             store = Store(cfg.tracking.uri, cfg.tracking.experiment)
             if reap:
                 reap_orphans(store)
             job.skipped_by = finished_run(store, cfg)
-            if job.skipped_by:
-                (job_dir / SKIPPED_FILE).write_text(json.dumps({"run_id": job.skipped_by}))
+            if job.skipped_by or not main:
+                if job.skipped_by and main:
+                    (job_dir / SKIPPED_FILE).write_text(json.dumps({"run_id": job.skipped_by}))
                 return job
-            if start_run:
-                job.run = JobRun.start(store, cfg, plan, name, choices, parent_id, job_dir)
-                job.record.run_id = job.run.run_id
+            job.run = JobRun.start(store, cfg, plan, name, choices, parent_id, job_dir)
+            job.record.run_id = job.run.run_id
         except Exception as e:  # noqa: BLE001 - whatever the store raises, the job still runs
             warn_unsynced(job_dir, cfg.tracking.uri, e)
-        job.record.save(job_dir)
+        if main:
+            job.record.save(job_dir)
         return job
 
     def finish(self, outcome: LaunchOutcome) -> dict[str, float]:
