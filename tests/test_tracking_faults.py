@@ -42,9 +42,10 @@ def test_rerun_sweep_skips_finished_points_and_resume_false_reruns(cli):
 @pytest.mark.slow
 def test_four_concurrent_jobs_on_one_sqlite_store_lose_nothing(cli):
     # cli.command's last item is its sweep dir: each sweep gets its own
-    sweeps = [subprocess.Popen([*cli.command(multirun=True)[:-1], f"hydra.sweep.dir={cli.root / f'sweep{i}'}",
-                                SHORT, f"seed={i}"], cwd=cli.root, env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True) for i in range(4)]
+    commands = [[*cli.command(multirun=True)[:-1], f"hydra.sweep.dir={cli.root / f'sweep{i}'}", SHORT, f"seed={i}"]
+                for i in range(4)]
+    sweeps = [subprocess.Popen(cmd, cwd=cli.root, env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True) for cmd in commands]
     outputs = [p.communicate(timeout=900)[0] for p in sweeps]
     assert [p.returncode for p in sweeps] == [0] * 4, outputs
     assert not any("database is locked" in out for out in outputs)

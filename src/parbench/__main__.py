@@ -9,6 +9,7 @@ import hydra
 from omegaconf import DictConfig
 
 from parbench.config.store import register_schema
+from parbench.launch.interrupt import INTERRUPTS
 from parbench.orchestrator import run_job
 from parbench.paths import CONF_DIR
 
@@ -26,6 +27,7 @@ def cli() -> None:
 
         sync_main(sys.argv[2:])
     else:
+        INTERRUPTS.install()  # before Hydra starts: a Ctrl-C during start-up stops the sweep cleanly too
         main()
 
 

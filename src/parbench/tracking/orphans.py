@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from parbench.launch.processes import is_alive, start_ticks
-from parbench.tracking.store import Store
+
+if TYPE_CHECKING:  # the store (and MLflow) load only where a store is opened
+    from parbench.tracking.store import Store
 
 PID_TAG, STARTED_TAG, HOST_TAG = "orchestrator_pid", "orchestrator_started", "orchestrator_host"
 

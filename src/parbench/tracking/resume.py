@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 from parbench.config import resolve
 from parbench.config.schema import Config
-from parbench.tracking.store import Store
+
+if TYPE_CHECKING:  # the store (and MLflow) load only where a store is opened
+    from parbench.tracking.store import Store
 
 HASH_TAG = "config_hash"
 # Keys that say where results go or how the job is watched, not what is measured.
