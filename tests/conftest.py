@@ -71,13 +71,14 @@ def compose(*overrides: str, gpus=()):
     from hydra import compose as hydra_compose, initialize_config_dir
 
     from parbench.config import resolve
+    from parbench.workloads.registry import typed_config
     from parbench.config.store import register_schema
     from parbench.paths import CONF_DIR
 
     register_schema()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         node = hydra_compose("config", overrides=list(overrides))
-    return resolve.resolve(node, list(gpus))
+    return resolve.resolve(typed_config(node), list(gpus))
 
 
 @pytest.fixture

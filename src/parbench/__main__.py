@@ -23,7 +23,7 @@ def main(cfg: DictConfig) -> dict:
 
 def cli() -> None:
     if sys.argv[1:2] == ["sync"]:
-        from parbench.tracking.sync import main as sync_main
+        from parbench.sync import main as sync_main
 
         sync_main(sys.argv[2:])
     else:

@@ -1,5 +1,7 @@
-"""One Hydra job: validate and plan, launch torchrun, record the outcome in MLflow.
-It never initialises CUDA, so it survives whatever the workers do."""
+"""One Hydra job, top to bottom: resolve the config -> validate it (each part checks itself) ->
+plan -> launch torchrun -> record the outcome in MLflow. It never initialises CUDA, so it survives
+whatever the workers do; it imports torch and mlflow only once the config is known to be valid,
+so a config that cannot work is refused in about a second."""
 
 from __future__ import annotations
 
@@ -13,33 +15,30 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from parbench.config import ConfigError, resolve
-from parbench.config.hardware import detect_gpus
+from parbench.config.dims import ParallelDims
+from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.config.schema import Config
-from parbench.config.validate import validate
+from parbench.config.validate import validate_config
 from parbench.launch.cluster import current_node
 from parbench.launch.diagnose import memory_facts
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
-from parbench.models import build_model, count_params
-from parbench.parallel.dims import ParallelDims
-from parbench.report.summary import metrics_table
-from parbench.tracking.job import LOG_FILE, JobRun
-from parbench.tracking.pending import TrackedJob
+from parbench.models import MODEL_FAMILIES
+from parbench.parallel.specs import STRATEGIES
+from parbench.tracking.labels import run_label
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
-from parbench.tracking.store import Store
-from parbench.tracking.sweep import parent_run_id, stop_sweep
-from parbench.workloads import WORKLOADS, job_layout
-from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
+from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
 
 
-@dataclass(frozen=True)
+@dataclass
 class JobContext:
-    """What Hydra knows about this job."""
+    """What Hydra knows about this job; `name` becomes the short label once the config is valid."""
 
     job_dir: Path
     multirun: bool
     sweep_dir: Path | None
     name: str
+    overrides: list[str]
     choices: dict[str, str]
 
     @classmethod
@@ -49,11 +48,27 @@ class JobContext:
         choices = {k: str(v) for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
         label = hc.job.override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
         return cls(Path(hc.runtime.output_dir), multirun, Path(hc.sweep.dir) if multirun else None,
-                   f"{choices.get('workload', 'job')} {label}", choices)
+                   f"{choices.get('workload', 'job')} {label}", list(hc.overrides.task), choices)
+
+
+def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
+    """The config groups config/ owns, the model family, the layout, then every strategy's and the
+    workload's own checks; `gpus` are the local GPUs when launching here (None: planning only)."""
+    validate_config(cfg, gpus)
+    if cfg.model.family not in MODEL_FAMILIES:
+        raise ConfigError(f"model.family={cfg.model.family!r} is unknown: use one of "
+                          f"{', '.join(MODEL_FAMILIES.names())}")
+    dims = ParallelDims.from_config(*job_layout(cfg))
+    for name in STRATEGIES.names():
+        STRATEGIES.get(name).validate(cfg, dims)
+    WORKLOADS.get(cfg.workload.name).validate(cfg, dims)
+    return dims
 
 
 def make_plan(cfg: Config, dims: ParallelDims) -> dict:
     """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
+    from parbench.models.build import build_model, count_params  # torch: only for a valid config
+
     spec = WORKLOADS.get(cfg.workload.name)
     model = {}
     if spec.uses_model:
@@ -64,7 +79,7 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
         "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
         "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
         "world_size": dims.world_size, "mesh": dims.as_dict(), **model,
-        "workload": cfg.workload.name, **spec.plan(cfg, dims),
+        "workload": cfg.workload.name, **plan_workload(spec, cfg, dims),
     }
 
 
@@ -72,11 +87,15 @@ def run_job(node: DictConfig) -> dict:
     ctx = JobContext.from_hydra()
     INTERRUPTS.install()
     if INTERRUPTS.signal:  # the sweep was interrupted between two jobs
+        from parbench.sweep import stop_sweep
+
         stop_sweep(ctx.sweep_dir)
     gpus = detect_gpus()
     try:
-        cfg = resolve.resolve(node, gpus)
+        cfg = resolve.resolve(typed_config(node), gpus)
         dims = validate(cfg, None if cfg.dry_run else gpus)
+        ctx.name = cfg.tracking.run_name or run_label(cfg, dims, ctx.overrides,
+                                                      WORKLOADS.get(cfg.workload.name).uses_model)
         plan = make_plan(cfg, dims)
     except ConfigError as e:
         return reject(e, node, ctx)
@@ -93,11 +112,15 @@ def run_job(node: DictConfig) -> dict:
 
 
 def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
+    from parbench.sweep import parent_run_id, stop_sweep
+    from parbench.tracking.job import LOG_FILE  # mlflow: only once there is a run to record
+    from parbench.tracking.pending import TrackedJob
+
     node = current_node(cfg.hardware.nodes)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
-    job = TrackedJob.open(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir, main=node.is_main,
-                          reap=not ctx.multirun)
+    job = TrackedJob.open(cfg, plan, ctx.name, ctx.choices, ctx.overrides, parent, ctx.job_dir,
+                          main=node.is_main, reap=not ctx.multirun)
     if job.skipped_by:
         print(f"[parbench] {ctx.name}: skipped, run {job.skipped_by} already FINISHED with this config "
               "(resume=false runs it again)", flush=True)
@@ -122,19 +145,23 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     return metrics
 
 
-def record_topology(run: JobRun, job_dir: Path) -> None:
+def record_topology(run, job_dir: Path) -> None:
     """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, before launch,
     so a run that crashes still has them."""
+    from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
+
     found = collect_topology()
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def report(cfg: Config, ctx: JobContext, run: JobRun | None, outcome: LaunchOutcome, metrics: dict) -> None:
+def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict) -> None:
+    from parbench.report.summary import metrics_table
+
     status = outcome.status if outcome.ok else f"{outcome.status}: {outcome.reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
-    print(f"\n== {ctx.name}: {status}\n{metrics_table(metrics, keys)}")
-    where = (f"MLflow run {run.run_id}: mlflow ui --backend-store-uri {run.store.uri}" if run is not None
-             else f"not in MLflow yet: parbench sync {ctx.job_dir}")
+    table = metrics_table(metrics, keys)
+    print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
+    where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
     print(f"Job dir: {ctx.job_dir}\n{where}\n", flush=True)
 
 
@@ -143,6 +170,9 @@ def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:
     print(f"parbench: invalid config ({ctx.name}): {error}", file=sys.stderr, flush=True)
     if not ctx.multirun:
         sys.exit(2)
+    from parbench.tracking.store import Store
+    from parbench.sweep import parent_run_id
+
     store = Store(node.tracking.uri, node.tracking.experiment)
     run_id = store.create_run(ctx.name, {"status": "FAILED", "failure_reason": f"invalid config: {error}",
                                          **{f"choice.{k}": v for k, v in ctx.choices.items()}},

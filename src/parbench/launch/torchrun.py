@@ -124,5 +124,6 @@ def _pump(proc: subprocess.Popen, log, tail: deque, progress: Progress) -> None:
         log.flush()
         tail.append(line)
         progress.see(line)
-        sys.stdout.write(line)
-        sys.stdout.flush()
+        if not INTERRUPTS.signal:  # torchrun's own teardown traceback stays in the log, off the terminal
+            sys.stdout.write(line)
+            sys.stdout.flush()

@@ -13,10 +13,10 @@ from parbench.launch.torchrun import LaunchOutcome
 from parbench.tracking.job import JobRun
 from parbench.tracking.orphans import reap_orphans
 from parbench.tracking.resume import finished_run
+from parbench.paths import RESULTS_FILE, SKIPPED_FILE
 from parbench.tracking.store import Store, read_json
-from parbench.workloads.reporting import RESULTS_FILE
 
-RECORD_FILE, PLAN_FILE, OUTCOME_FILE, SKIPPED_FILE = "tracking.json", "plan.json", "outcome.json", "skipped.json"
+RECORD_FILE, PLAN_FILE, OUTCOME_FILE = "tracking.json", "plan.json", "outcome.json"
 
 
 @dataclass
@@ -25,6 +25,7 @@ class JobRecord:
     experiment: str
     name: str
     choices: dict[str, str] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
     parent_run_id: str | None = None
     run_id: str | None = None
     synced: bool = False
@@ -49,11 +50,11 @@ class TrackedJob:
         self.job_dir, self.record, self.run, self.skipped_by = job_dir, record, run, skipped_by
 
     @classmethod
-    def open(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], parent_id: str | None,
-             job_dir: Path, main: bool = True, reap: bool = False) -> "TrackedJob":
+    def open(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], overrides: list[str],
+             parent_id: str | None, job_dir: Path, main: bool = True, reap: bool = False) -> "TrackedJob":
         """Skip the job if resume finds it FINISHED; else, on the main node (which alone writes the
         job dir's record; the others share that dir), record it and open its run."""
-        job = cls(job_dir, JobRecord(cfg.tracking.uri, cfg.tracking.experiment, name, choices, parent_id))
+        job = cls(job_dir, JobRecord(cfg.tracking.uri, cfg.tracking.experiment, name, choices, overrides, parent_id))
         if main:
             (job_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2, default=str))
         try:
@@ -65,7 +66,7 @@ class TrackedJob:
                 if job.skipped_by and main:
                     (job_dir / SKIPPED_FILE).write_text(json.dumps({"run_id": job.skipped_by}))
                 return job
-            job.run = JobRun.start(store, cfg, plan, name, choices, parent_id, job_dir)
+            job.run = JobRun.start(store, cfg, plan, name, choices, overrides, parent_id, job_dir)
             job.record.run_id = job.run.run_id
         except Exception as e:  # noqa: BLE001 - whatever the store raises, the job still runs
             warn_unsynced(job_dir, cfg.tracking.uri, e)

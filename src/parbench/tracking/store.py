@@ -20,6 +20,8 @@ from parbench.tracking.reach import check_reachable
 from parbench.tracking.secrets import scrub, scrub_mapping, scrubbed_file
 
 T = TypeVar("T")
+# MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI traces overview).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 BATCH = 100  # MLflow's limit on params per log_batch call (metrics: 1000)
 
 
@@ -64,12 +66,14 @@ class Store:
 
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        try:
-            return self.client.create_experiment(name, artifact_location=self.artifact_root)
-        except MlflowException:  # created meanwhile by a concurrent job
-            return self.client.get_experiment_by_name(name).experiment_id
+        if found is None:
+            try:
+                return self.client.create_experiment(name, artifact_location=self.artifact_root, tags=EXPERIMENT_KIND)
+            except MlflowException:  # created meanwhile by a concurrent job
+                found = self.client.get_experiment_by_name(name)
+        if found.tags.get("mlflow.experimentKind") is None:  # a store made before parbench tagged it
+            self.client.set_experiment_tag(found.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+        return found.experiment_id
 
     def create_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         name = scrub(name)
@@ -107,6 +111,12 @@ class Store:
         for path in paths:
             if path.exists():
                 retry(self.client.log_artifact, run_id, str(scrubbed_file(path)), folder)
+
+    def where_to_look(self, run_id: str) -> str:
+        """The MLflow UI command and the page of this run (the experiment's runs table is /runs:
+        the UI's bare experiment page opens on its GenAI overview, whatever the experiment kind)."""
+        return (f"MLflow UI: mlflow ui --backend-store-uri {self.uri}\n"
+                f"  then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs/{run_id}")
 
     def finish(self, run_id: str, ok: bool) -> None:
         self.end(run_id, "FINISHED" if ok else "FAILED")

@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from parbench.config.schema import Config
-from parbench.parallel import DistEnv
+from parbench.distenv import DistEnv
 
 
 def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]) -> None:

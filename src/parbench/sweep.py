@@ -1,6 +1,6 @@
-"""Hydra callback: one MLflow parent run per multirun, and the sweep's table at its end.
-Before the sweep starts: the tracking store must answer (fail fast) and runs orphaned by a killed
-sweep are marked FAILED. An interrupted sweep closes its parent run as KILLED."""
+"""Hydra callback: one MLflow parent run per multirun, and the sweep's table and reports at its end.
+Before the sweep starts, the tracking store must answer (fail fast) and runs orphaned by a killed
+sweep are marked FAILED; an interrupted sweep closes its parent run as KILLED."""
 
 from __future__ import annotations
 
@@ -13,38 +13,39 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from parbench.launch.interrupt import INTERRUPTS
-from parbench.report.inference import inference_sweep_report
-from parbench.report.summary import format_runs, sweep_table
-from parbench.tracking.orphans import process_tags, reap_orphans
-from parbench.tracking.pending import SKIPPED_FILE
-from parbench.tracking.reach import TrackingUnreachable
-from parbench.tracking.store import Store, read_json
+from parbench.paths import SKIPPED_FILE
+from parbench.tracking.reach import TrackingUnreachable, check_reachable
 
 PARENT_FILE = "mlflow_parent_run.json"
 SWEEP_PENDING_FILE = "sweep_unclosed.json"  # the parent run could not be closed: `parbench sync` does it
-# Cross-run reports made at a sweep's end: (store, parent run id, child runs, sweep dir) -> files
-# written (and logged on the parent run); each returns nothing when the sweep is not its kind.
-SWEEP_REPORTS = (inference_sweep_report,)
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:
-    return read_json(sweep_dir / PARENT_FILE).get("run_id")
+    path = sweep_dir / PARENT_FILE
+    return json.loads(path.read_text())["run_id"] if path.exists() else None
 
 
 def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") -> None:
     """The sweep's table, reports and CSV on its parent run, then the run closed (status None: FINISHED
     if any point finished or was skipped as already FINISHED, else FAILED)."""
-    parent = read_json(sweep_dir / PARENT_FILE)
+    from parbench.report.inference import inference_sweep_report
+    from parbench.report.summary import format_runs, markdown_table, sweep_table
+    from parbench.tracking.store import Store
+
+    parent = json.loads((sweep_dir / PARENT_FILE).read_text())
     store, run_id = Store(parent["tracking_uri"], parent["experiment"]), parent["run_id"]
     children = store.child_runs(run_id)
     table = sweep_table(children)
     csv = sweep_dir / "summary.csv"
     table.to_csv(csv, index=False)
     store.log_artifacts(run_id, [csv])
-    reports = [path for report in SWEEP_REPORTS for path in report(store, run_id, children, sweep_dir)]
     skipped = len(list(sweep_dir.glob(f"*/{SKIPPED_FILE}")))
+    # The parent run's description: the first click in the MLflow UI shows the figures.
+    store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
+                                                    f"{markdown_table(table)}", "skipped": str(skipped),
+                            **({"failure_reason": reason} if reason else {})})
+    reports = inference_sweep_report(store, run_id, children, sweep_dir)
     finished = bool(len(table)) and (table["status"] == "FINISHED").any()
-    store.set_tags(run_id, {"skipped": str(skipped), **({"failure_reason": reason} if reason else {})})
     store.end(run_id, status or ("FINISHED" if finished or skipped else "FAILED"))
     (sweep_dir / SWEEP_PENDING_FILE).unlink(missing_ok=True)
     print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs run)"))
@@ -52,8 +53,7 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
         print(f"Skipped {skipped} point(s) that already have a FINISHED run with the same config "
               "(resume=true; resume=false runs them again)")
     print("".join(f"Report: {path}\n" for path in reports), end="")
-    print(f"Summary CSV: {csv}\nCompare in MLflow: mlflow ui --backend-store-uri {store.uri}  "
-          f"(parent run {run_id})", flush=True)
+    print(f"Summary CSV: {csv}\nCompare the runs: {store.where_to_look(run_id)}", flush=True)
 
 
 def close_sweep_or_defer(sweep_dir: Path, status: str | None = None, reason: str = "") -> None:
@@ -76,20 +76,27 @@ def stop_sweep(sweep_dir: Path | None) -> NoReturn:
 
 
 class MlflowSweepCallback(Callback):
+    """Hydra creates it for every run, sweep or not, so mlflow and the reports are imported in its
+    hooks: a single run refused for a bad config never pays for them."""
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         INTERRUPTS.install()
-        sweep_dir = Path(config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
         try:
-            store = Store(config.tracking.uri, config.tracking.experiment)
+            check_reachable(config.tracking.uri)
         except TrackingUnreachable as e:
             print(f"parbench: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
+        from parbench.tracking.orphans import process_tags, reap_orphans
+        from parbench.tracking.store import Store
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        store = Store(config.tracking.uri, config.tracking.experiment)
         reap_orphans(store)
         overrides = " ".join(config.hydra.overrides.task)
-        run_id = store.create_run(f"sweep {sweep_dir.name}", {"parbench.sweep": "true", "overrides": overrides,
-                                                               "sweep_dir": str(sweep_dir.resolve()),
-                                                               **process_tags()})
+        name = f"sweep {overrides[:80] or 'defaults'} ({sweep_dir.name})"
+        run_id = store.create_run(name, {"parbench.sweep": "true", "overrides": overrides,
+                                         "sweep_dir": str(sweep_dir.resolve()), **process_tags()})
         (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri,
                                                          "experiment": config.tracking.experiment}))
 

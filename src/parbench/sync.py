@@ -1,5 +1,5 @@
-"""`parbench sync [DIR ...]` (or `python -m parbench.tracking.sync`): upload the jobs whose results did
-not reach the tracking store (a server that went away mid-sweep), and close their sweeps' parent runs."""
+"""`parbench sync [DIR ...]` (or `python -m parbench.sync`): upload the jobs whose results did not
+reach the tracking store (a server that went away mid-sweep), and close their sweeps' parent runs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 from parbench.config import resolve
 from parbench.launch.torchrun import LaunchOutcome
+from parbench.sweep import SWEEP_PENDING_FILE, close_sweep
 from parbench.tracking.job import JobRun
 from parbench.tracking.pending import OUTCOME_FILE, PLAN_FILE, RECORD_FILE, JobRecord
 from parbench.tracking.store import Store, read_json
-from parbench.tracking.sweep import SWEEP_PENDING_FILE, close_sweep
+from parbench.workloads.registry import load_config
 
 NO_OUTCOME = LaunchOutcome(False, "the orchestrator stopped before the job ended (no outcome.json)", None, 0.0, "")
 
@@ -29,8 +30,8 @@ def sync_job(job_dir: Path) -> str:
         run = JobRun(store, record.run_id)
     else:
         parent = record.parent_run_id if record.parent_run_id and store.has_run(record.parent_run_id) else None
-        run = JobRun.start(store, resolve.load(job_dir / resolve.RESOLVED_FILE), read_json(job_dir / PLAN_FILE),
-                           record.name, record.choices, parent, job_dir)
+        run = JobRun.start(store, load_config(job_dir / resolve.RESOLVED_FILE), read_json(job_dir / PLAN_FILE),
+                           record.name, record.choices, record.overrides, parent, job_dir)
     saved = read_json(job_dir / OUTCOME_FILE)
     outcome = LaunchOutcome(**saved) if saved else NO_OUTCOME
     run.finish(outcome, job_dir)
