@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +116,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     from parbench.sweep import parent_run_id, stop_sweep
     from parbench.tracking.job import LOG_FILE  # mlflow: only once there is a run to record
     from parbench.tracking.pending import TrackedJob
+    from parbench.tracking.system_metrics import system_metrics  # psutil, NVML: only once a job launches
 
     node = current_node(cfg.hardware.nodes)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
@@ -131,9 +133,10 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
-    outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
-                           ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
-                           cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
+    with system_metrics(job.run.run_id, job.run.store.uri, cfg.tracking) if job.run is not None else nullcontext():
+        outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
+                               ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
+                               cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
     if not node.is_main:
         return {}
     metrics = job.finish(outcome)
