@@ -52,7 +52,9 @@ def test_four_concurrent_jobs_on_one_sqlite_store_lose_nothing(cli):
     runs = cli.runs()
     assert len(runs) == 8 and set(runs.status) == {"FINISHED"}  # 4 parents, 4 jobs
     client = mlflow.MlflowClient(cli.uri)
-    assert all(len(client.get_metric_history(r, "steps/loss")) == 4 for r in children(runs).run_id)  # 2 warm-up
+    for _, run in children(runs).iterrows():  # every step each job wrote reached its run
+        written = (Path(run["tags.job_dir"]) / "steps.jsonl").read_text().splitlines()
+        assert len(client.get_metric_history(run.run_id, "steps/loss")) == len(written) >= 4
 
 
 def free_port() -> int:
