@@ -1,5 +1,6 @@
 """`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point.
-`parbench sync [DIR ...]` uploads results that did not reach the tracking store."""
+`parbench report ...` is the report command (parbench.report.__main__); `parbench sync [DIR ...]`
+uploads results that did not reach the tracking store (parbench.sync)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,31 @@ from omegaconf import DictConfig
 
 from parbench.config.store import register_schema
 from parbench.launch.interrupt import INTERRUPTS
+from parbench.launch.slurm import register_resolvers
 from parbench.orchestrator import run_job
 from parbench.paths import CONF_DIR
 
 register_schema()
+register_resolvers()  # conf/hydra/launcher/slurm.yaml's GPU/CPU requests
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def main(cfg: DictConfig) -> dict:
+def run(cfg: DictConfig) -> dict:
     return run_job(cfg)
 
 
-def cli() -> None:
-    if sys.argv[1:2] == ["sync"]:
-        from parbench.sync import main as sync_main
+def main() -> None:
+    if sys.argv[1:2] == ["report"]:
+        from parbench.report.__main__ import main as report  # matplotlib only for reports
 
-        sync_main(sys.argv[2:])
-    else:
-        INTERRUPTS.install()  # before Hydra starts: a Ctrl-C during start-up stops the sweep cleanly too
-        main()
+        sys.exit(report(sys.argv[2:]))
+    if sys.argv[1:2] == ["sync"]:
+        from parbench.sync import main as sync
+
+        sync(sys.argv[2:])
+    INTERRUPTS.install()  # before Hydra starts: a Ctrl-C during start-up stops the sweep cleanly too
+    run()
 
 
 if __name__ == "__main__":
-    cli()
+    main()

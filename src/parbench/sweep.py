@@ -7,14 +7,19 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from parbench.launch.cluster import SLURM_JOB_TAG
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.paths import SKIPPED_FILE
+from parbench.tracking.labels import NOT_DEFINING
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
+
+if TYPE_CHECKING:
+    from parbench.tracking.store import Store
 
 PARENT_FILE = "mlflow_parent_run.json"
 SWEEP_PENDING_FILE = "sweep_unclosed.json"  # the parent run could not be closed: `parbench sync` does it
@@ -28,7 +33,7 @@ def parent_run_id(sweep_dir: Path) -> str | None:
 def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") -> None:
     """The sweep's table, reports and CSV on its parent run, then the run closed (status None: FINISHED
     if any point finished or was skipped as already FINISHED, else FAILED)."""
-    from parbench.report.inference import inference_sweep_report
+    from parbench.report.build import sweep_report
     from parbench.report.summary import format_runs, markdown_table, sweep_table
     from parbench.tracking.store import Store
 
@@ -44,9 +49,9 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
     store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
                                                     f"{markdown_table(table)}", "skipped": str(skipped),
                             **({"failure_reason": reason} if reason else {})})
-    reports = inference_sweep_report(store, run_id, children, sweep_dir)
+    reports = sweep_report(store, run_id, children, sweep_dir)
     finished = bool(len(table)) and (table["status"] == "FINISHED").any()
-    store.end(run_id, status or ("FINISHED" if finished or skipped else "FAILED"))
+    store.close(run_id, status or ("FINISHED" if finished or skipped else "FAILED"))
     (sweep_dir / SWEEP_PENDING_FILE).unlink(missing_ok=True)
     print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs run)"))
     if skipped:
@@ -94,7 +99,8 @@ class MlflowSweepCallback(Callback):
         store = Store(config.tracking.uri, config.tracking.experiment)
         reap_orphans(store)
         overrides = " ".join(config.hydra.overrides.task)
-        name = f"sweep {overrides[:80] or 'defaults'} ({sweep_dir.name})"
+        defining = " ".join(o for o in config.hydra.overrides.task if not o.lstrip("+~").startswith(NOT_DEFINING))
+        name = f"sweep {defining[:80] or 'defaults'} ({sweep_dir.name})"
         run_id = store.create_run(name, {"parbench.sweep": "true", "overrides": overrides,
                                          "sweep_dir": str(sweep_dir.resolve()), **process_tags()})
         (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri,
@@ -107,3 +113,28 @@ class MlflowSweepCallback(Callback):
         if INTERRUPTS.signal:  # came between two jobs, or during the last one's logging
             stop_sweep(sweep_dir)
         close_sweep_or_defer(sweep_dir)
+
+
+def record_point_failure(store: "Store", parent_id: str | None, job_id: str, name: str, choices: dict[str, str],
+                         overrides: list[str], status: str, reason: str) -> str | None:
+    """A point whose cluster job ended badly: its run (found by the SLURM job id the orchestrator
+    tagged) is closed with the reason; a job that never opened one (it died first, or timed out
+    before starting) gets a run here. Returns the run id; None when the run had FINISHED already
+    (SLURM stopped the job while it was writing its last files) and stays so."""
+    children = store.child_runs(parent_id)
+    column = f"tags.{SLURM_JOB_TAG}"
+    found = children[children[column] == job_id] if column in children else children.iloc[0:0]
+    if len(found) and found.iloc[0]["status"] == "FINISHED":
+        return None
+    if len(found):
+        run_id = found.iloc[0]["run_id"]
+        earlier = found.iloc[0].get("tags.failure_reason")
+        if isinstance(earlier, str) and earlier and earlier not in reason:
+            reason = f"{reason}; the orchestrator saw: {earlier}"
+    else:
+        tags = {SLURM_JOB_TAG: job_id, "overrides": " ".join(overrides), **{f"choice.{k}": v for k, v in choices.items()}}
+        run_id = store.create_run(name, tags, parent_id)
+        store.log_params(run_id, dict(o.lstrip("+~").split("=", 1) for o in overrides if "=" in o))
+    store.set_tags(run_id, {"status": status, "failure_reason": reason})
+    store.close(run_id, status)
+    return run_id

@@ -66,7 +66,7 @@ class JobRun:
                                  PROFILE_DIR)
         self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / STACKS).glob("*.txt") if p.stat().st_size),
                                  STACKS)
-        self.store.end(self.run_id, outcome.status)
+        self.store.close(self.run_id, outcome.status)
         return metrics
 
 

@@ -34,7 +34,7 @@ def reap_orphans(store: Store) -> int:
         store.set_tags(run.info.run_id, {"status": "FAILED", "failure_reason":
                                          f"orphaned: the sweep was killed (orchestrator pid {tags[PID_TAG]} "
                                          f"on {host} is gone)"})
-        store.end(run.info.run_id, "FAILED")
+        store.close(run.info.run_id, "FAILED")
         reaped += 1
     if reaped:
         print(f"[parbench] marked {reaped} orphaned run(s) FAILED: their sweep was killed", flush=True)
