@@ -20,16 +20,26 @@ class Cli:
         self.root = root
         self.uri = f"sqlite:///{root / 'mlflow.db'}"
 
+    def command(self, *overrides: str, multirun: bool = False) -> list[str]:
+        where = (f"hydra.sweep.dir={self.root / 'sweep'}" if multirun else f"hydra.run.dir={self.root / 'run'}")
+        return [sys.executable, "-m", "parbench", *(["-m"] if multirun else []), "hardware=cpu",
+                f"tracking.uri={self.uri}", where, *overrides]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+
     def run(self, *overrides: str, multirun: bool = False, timeout: float = 600,
             check: bool = True) -> subprocess.CompletedProcess:
-        where = (f"hydra.sweep.dir={self.root / 'sweep'}" if multirun else f"hydra.run.dir={self.root / 'run'}")
-        cmd = [sys.executable, "-m", "parbench", *(["-m"] if multirun else []), "hardware=cpu",
-               f"tracking.uri={self.uri}", where, *overrides]
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-        proc = subprocess.run(cmd, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(self.command(*overrides, multirun=multirun), cwd=self.root, env=self.env(),
+                              capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"parbench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
         return proc
+
+    def start(self, *overrides: str, multirun: bool = False) -> subprocess.Popen:
+        """The CLI in the background (to signal it); its output goes to <root>/cli.out and cli.err."""
+        return subprocess.Popen(self.command(*overrides, multirun=multirun), cwd=self.root, env=self.env(),
+                                stdout=(self.root / "cli.out").open("w"), stderr=(self.root / "cli.err").open("w"))
 
     def job_dir(self, num: int | None = None) -> Path:
         return self.root / "run" if num is None else self.root / "sweep" / str(num)

@@ -1,5 +1,5 @@
 """`python -m parbench [overrides]`: the Hydra app; `-m` sweeps launch one torchrun per point.
-`parbench <subcommand> ...` runs a subcommand of the table below instead (report, plan, calibrate)."""
+`parbench <subcommand> ...` runs a subcommand of the table below instead (report, plan, calibrate, sync)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import hydra
 from omegaconf import DictConfig
 
 from parbench.config.store import register_schema
+from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.slurm import register_resolvers
 from parbench.orchestrator import run_job
 from parbench.paths import CONF_DIR
@@ -19,6 +20,7 @@ SUBCOMMANDS = {
     "report": "parbench.report.__main__:main",
     "plan": "parbench.planner:main",
     "calibrate": "parbench.calibrate:main",
+    "sync": "parbench.sync:main",
 }
 
 register_schema()
@@ -33,6 +35,7 @@ def run(cfg: DictConfig) -> dict:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:  # loaded only when asked for (report: matplotlib)
         sys.exit(load_ref(SUBCOMMANDS[sys.argv[1]])(sys.argv[2:]))
+    INTERRUPTS.install()  # before Hydra starts: a Ctrl-C during start-up stops the sweep cleanly too
     run()
 
 

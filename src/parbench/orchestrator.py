@@ -22,13 +22,16 @@ from parbench.config.schema import Config
 from parbench.config.validate import validate_config
 from parbench.fmt import format_metric
 from parbench.launch.cluster import current_node, is_main_node
-from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
+from parbench.launch.diagnose import memory_facts
+from parbench.launch.interrupt import INTERRUPTS
+from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.specs import STRATEGIES
 from parbench.predict import predict, predictable, prediction_errors
 from parbench.predict.calibration import calibration_for
 from parbench.predict.fit import fit_message
 from parbench.tracking.labels import point_label, run_label
+from parbench.tracking.reach import TrackingUnreachable, check_reachable
 from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
 
 
@@ -113,6 +116,11 @@ def print_plan(plan: dict) -> None:
 
 def run_job(node: DictConfig) -> dict:
     ctx = JobContext.from_hydra()
+    INTERRUPTS.install()
+    if INTERRUPTS.signal:  # the sweep was interrupted between two jobs
+        from parbench.sweep import stop_sweep
+
+        stop_sweep(ctx.sweep_dir)
     gpus = detect_gpus()
     try:
         cfg = resolve.resolve(typed_config(node), gpus)
@@ -125,37 +133,52 @@ def run_job(node: DictConfig) -> dict:
     if cfg.dry_run:
         print_plan(plan)
         return plan
+    if not ctx.multirun:  # a sweep checked its store before it started
+        try:
+            check_reachable(cfg.tracking.uri)
+        except TrackingUnreachable as e:
+            print(f"parbench: {e}", file=sys.stderr, flush=True)
+            sys.exit(2)
     return launch(cfg, plan, ctx)
 
 
 def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
-    from parbench.tracking.job import LOG_FILE, JobRun  # mlflow: only once there is a run to record
-    from parbench.sweep import parent_run_id
+    from parbench.sweep import parent_run_id, stop_sweep
+    from parbench.tracking.job import LOG_FILE  # mlflow: only once there is a run to record
+    from parbench.tracking.pending import TrackedJob
     from parbench.tracking.system_metrics import system_metrics  # psutil, NVML: only once a job launches
 
     node = current_node(cfg.hardware.nodes, cfg.launch.master_port)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
-    run = JobRun.start(cfg, plan, ctx.name, ctx.choices, ctx.overrides, parent, ctx.job_dir) if node.is_main else None
-    if run is not None:
-        run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
-    if run is not None and cfg.hardware.device_type == "cuda":
-        record_topology(run, ctx.job_dir)
+    job = TrackedJob.open(cfg, plan, ctx.name, ctx.choices, ctx.overrides, parent, ctx.job_dir,
+                          main=node.is_main, reap=not ctx.multirun)
+    if job.skipped_by:
+        print(f"[parbench] {ctx.name}: skipped, run {job.skipped_by} already FINISHED with this config "
+              "(resume=false runs it again)", flush=True)
+        return {}
+    if job.run is not None:
+        job.run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
+    if job.run is not None and cfg.hardware.device_type == "cuda":
+        record_topology(job.run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
-    with system_metrics(run.run_id, run.store.uri, cfg.tracking) if run is not None else nullcontext():
+    with system_metrics(job.run.run_id, job.run.store.uri, cfg.tracking) if job.run is not None else nullcontext():
         outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
-                               ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines)
-    if run is None:
+                               ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
+                               cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
+    if not node.is_main:
         return {}
-    metrics = run.finish(outcome, ctx.job_dir)
-    if "prediction" in plan and outcome.ok:
+    metrics = job.finish(outcome)
+    if "prediction" in plan and outcome.ok and job.run is not None:
         errors = prediction_errors(plan["prediction"], metrics)
-        run.store.log_metrics(run.run_id, errors)
+        job.run.store.log_metrics(job.run.run_id, errors)
         metrics.update(errors)
-    report(cfg, ctx, run, outcome.ok, outcome.reason, metrics)
+    report(cfg, ctx, job.run, outcome, metrics)
+    if INTERRUPTS.signal:
+        stop_sweep(ctx.sweep_dir)
     if not outcome.ok and not ctx.multirun:
         sys.exit(1)
     return metrics
@@ -170,14 +193,15 @@ def record_topology(run, job_dir: Path) -> None:
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def report(cfg: Config, ctx: JobContext, run, ok: bool, reason: str, metrics: dict) -> None:
+def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict) -> None:
     from parbench.report.summary import metrics_table
 
-    status = "FINISHED" if ok else f"FAILED: {reason}"
+    status = outcome.status if outcome.ok else f"{outcome.status}: {outcome.reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
     table = metrics_table(metrics, keys)
     print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
-    print(f"Job dir: {ctx.job_dir}\n{run.store.where_to_look(run.run_id)}\n", flush=True)
+    where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
+    print(f"Job dir: {ctx.job_dir}\n{where}\n", flush=True)
 
 
 def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:

@@ -1,21 +1,28 @@
-"""Hydra callback: one MLflow parent run per multirun, and the sweep's table and reports at its end."""
+"""Hydra callback: one MLflow parent run per multirun, and the sweep's table and reports at its end.
+Before the sweep starts, the tracking store must answer (fail fast) and runs orphaned by a killed
+sweep are marked FAILED; an interrupted sweep closes its parent run as KILLED."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from parbench.launch.cluster import SLURM_JOB_TAG
+from parbench.launch.interrupt import INTERRUPTS
+from parbench.paths import SKIPPED_FILE
 from parbench.tracking.labels import NOT_DEFINING
+from parbench.tracking.reach import TrackingUnreachable, check_reachable
 
 if TYPE_CHECKING:
     from parbench.tracking.store import Store
 
 PARENT_FILE = "mlflow_parent_run.json"
+SWEEP_PENDING_FILE = "sweep_unclosed.json"  # the parent run could not be closed: `parbench sync` does it
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:
@@ -23,46 +30,89 @@ def parent_run_id(sweep_dir: Path) -> str | None:
     return json.loads(path.read_text())["run_id"] if path.exists() else None
 
 
+def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") -> None:
+    """The sweep's table, reports and CSV on its parent run, then the run closed (status None: FINISHED
+    if any point finished or was skipped as already FINISHED, else FAILED)."""
+    from parbench.report.build import sweep_report
+    from parbench.report.summary import format_runs, markdown_table, sweep_table
+    from parbench.tracking.store import Store
+
+    parent = json.loads((sweep_dir / PARENT_FILE).read_text())
+    store, run_id = Store(parent["tracking_uri"], parent["experiment"]), parent["run_id"]
+    children = store.child_runs(run_id)
+    table = sweep_table(children)
+    csv = sweep_dir / "summary.csv"
+    table.to_csv(csv, index=False)
+    store.log_artifacts(run_id, [csv])
+    skipped = len(list(sweep_dir.glob(f"*/{SKIPPED_FILE}")))
+    # The parent run's description: the first click in the MLflow UI shows the figures.
+    store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
+                                                    f"{markdown_table(table)}", "skipped": str(skipped),
+                            **({"failure_reason": reason} if reason else {})})
+    reports = sweep_report(store, run_id, children, sweep_dir)
+    finished = bool(len(table)) and (table["status"] == "FINISHED").any()
+    store.close(run_id, status or ("FINISHED" if finished or skipped else "FAILED"))
+    (sweep_dir / SWEEP_PENDING_FILE).unlink(missing_ok=True)
+    print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs run)"))
+    if skipped:
+        print(f"Skipped {skipped} point(s) that already have a FINISHED run with the same config "
+              "(resume=true; resume=false runs them again)")
+    print("".join(f"Report: {path}\n" for path in reports), end="")
+    print(f"Summary CSV: {csv}\nCompare the runs: {store.where_to_look(run_id)}", flush=True)
+
+
+def close_sweep_or_defer(sweep_dir: Path, status: str | None = None, reason: str = "") -> None:
+    """close_sweep; if the store fails, leave a marker for `parbench sync` instead of failing the sweep."""
+    try:
+        close_sweep(sweep_dir, status, reason)
+    except Exception as e:  # noqa: BLE001 - a store that fails must not fail the finished sweep
+        (sweep_dir / SWEEP_PENDING_FILE).write_text(json.dumps({"status": status, "reason": reason}))
+        print(f"[parbench] the sweep's parent run was not closed ({e}); `parbench sync {sweep_dir}` closes it "
+              "once the store answers", flush=True)
+
+
+def stop_sweep(sweep_dir: Path | None) -> NoReturn:
+    """After SIGINT/SIGTERM: close the parent run as KILLED and exit without a traceback."""
+    if sweep_dir is not None and parent_run_id(sweep_dir):
+        close_sweep_or_defer(sweep_dir, "KILLED", INTERRUPTS.reason())
+    print(f"parbench: stopped by {INTERRUPTS.signal.name}; run the same command again to resume "
+          "(points already FINISHED are skipped)", file=sys.stderr, flush=True)
+    raise SystemExit(INTERRUPTS.exit_code)
+
+
 class MlflowSweepCallback(Callback):
     """Hydra creates it for every run, sweep or not, so mlflow and the reports are imported in its
     hooks: a single run refused for a bad config never pays for them."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        INTERRUPTS.install()
+        try:
+            check_reachable(config.tracking.uri)
+        except TrackingUnreachable as e:
+            print(f"parbench: {e}", file=sys.stderr, flush=True)
+            sys.exit(2)
+        from parbench.tracking.orphans import process_tags, reap_orphans
         from parbench.tracking.store import Store
 
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         store = Store(config.tracking.uri, config.tracking.experiment)
+        reap_orphans(store)
         overrides = " ".join(config.hydra.overrides.task)
         defining = " ".join(o for o in config.hydra.overrides.task if not o.lstrip("+~").startswith(NOT_DEFINING))
         name = f"sweep {defining[:80] or 'defaults'} ({sweep_dir.name})"
         run_id = store.create_run(name, {"parbench.sweep": "true", "overrides": overrides,
-                                                               "sweep_dir": str(sweep_dir.resolve())})
-        (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri}))
+                                         "sweep_dir": str(sweep_dir.resolve()), **process_tags()})
+        (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri,
+                                                         "experiment": config.tracking.experiment}))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from parbench.report.build import sweep_report
-        from parbench.report.summary import format_runs, markdown_table, sweep_table
-        from parbench.tracking.store import Store
-
         sweep_dir = Path(config.hydra.sweep.dir)
-        run_id = parent_run_id(sweep_dir)
-        if run_id is None:
+        if parent_run_id(sweep_dir) is None:
             return
-        store = Store(config.tracking.uri, config.tracking.experiment)
-        children = store.child_runs(run_id)
-        table = sweep_table(children)
-        csv = sweep_dir / "summary.csv"
-        table.to_csv(csv, index=False)
-        store.log_artifacts(run_id, [csv])
-        # The parent run's description: the first click in the MLflow UI shows the figures.
-        store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
-                                                        f"{markdown_table(table)}"})
-        reports = sweep_report(store, run_id, children, sweep_dir)
-        store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
-        print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
-        print("".join(f"Report: {path}\n" for path in reports), end="")
-        print(f"Summary CSV: {csv}\nCompare the runs: {store.where_to_look(run_id)}")
+        if INTERRUPTS.signal:  # came between two jobs, or during the last one's logging
+            stop_sweep(sweep_dir)
+        close_sweep_or_defer(sweep_dir)
 
 
 def record_point_failure(store: "Store", parent_id: str | None, job_id: str, name: str, choices: dict[str, str],

@@ -3,6 +3,7 @@ Loads the resolved config (no Hydra), joins the mesh, runs the workload, rank 0 
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from parbench.config.resolve import RESOLVED_FILE
+from parbench.launch.hang import STACK_FILE, STACK_SIGNAL
 from parbench.parallel.mesh import init_distributed, single_process_env
 from parbench.workloads.registry import WORKLOADS, VerificationError, job_layout, load_config, run_workload
 from parbench.workloads.reporting import StepReporter, device_tags, progress, write_results
@@ -19,6 +21,7 @@ from parbench.workloads.reporting import StepReporter, device_tags, progress, wr
 @record  # torchrun then reports the first failing rank's exception as the root cause
 def main(job_dir: Path) -> None:
     cfg = load_config(job_dir / RESOLVED_FILE)
+    dump_stack_on_signal(job_dir, int(os.environ["RANK"]))
     spec = WORKLOADS.get(cfg.workload.name)
     joins = spec.joins_process_group(cfg)
     if joins:
@@ -36,6 +39,14 @@ def main(job_dir: Path) -> None:
         dist.destroy_process_group()
     if failure:
         raise VerificationError(failure)
+
+
+def dump_stack_on_signal(job_dir: Path, rank: int) -> None:
+    """The orchestrator's hang watchdog asks every rank where it is (SIGUSR1): the stacks tell
+    the rank outside a collective from those waiting in one."""
+    path = job_dir / STACK_FILE.format(rank=rank)
+    path.parent.mkdir(exist_ok=True)
+    faulthandler.register(STACK_SIGNAL, file=path.open("w"), all_threads=True)  # the file stays open
 
 
 if __name__ == "__main__":

@@ -101,7 +101,10 @@ class ParallelConfig:
 class LaunchConfig:
     """How the orchestrator launches and supervises torchrun."""
 
-    timeout_s: float = 900.0
+    timeout_s: float = 900.0  # the whole job, start-up and summary included
+    # Hung: no new step line for this long once steps began (or 10x the slowest step so far, if more);
+    # 0 turns the watchdog off. See docs/reliability.md.
+    stall_timeout_s: float = 120.0
     master_port: int = 29500
     log_tail_lines: int = 60
     env: Dict[str, str] = field(default_factory=dict)
@@ -126,6 +129,8 @@ class DebugConfig:
 
     crash_at_step: int = -1
     hang_at_step: int = -1
+    alloc_at_step: int = -1  # fault_rank allocates (and fills) debug.alloc_gb on its device: OOM on purpose
+    alloc_gb: float = 0.0
     fault_rank: int = 0
     corrupt_results: bool = False  # microbenchmarks change one output element on fault_rank before verifying
 
@@ -181,6 +186,9 @@ class Config:
     # The performance model's calibration profile (docs/plan.md): a file or a name under
     # conf/calibration/; null: conf/calibration/<hardware.name>.yaml if there is one, else spec figures.
     calibration: Optional[str] = None
+    # Skip a point that already has a FINISHED run with the same config hash in the experiment
+    # (docs/reliability.md); false reruns it.
+    resume: bool = True
     # Modules imported before the config is checked, in the orchestrator and on every rank: they
     # register strategies, workloads or model families of your own (docs/contributing.md).
     plugins: List[str] = field(default_factory=list)

@@ -1,11 +1,9 @@
 """One torchrun per job: build the command, stream its output to the terminal and a log file,
-and turn a crash, a kill or a hang (timeout) into a failure with its reason."""
+and turn a crash, a kill, a hang (timeout or stall) or an interrupt into an outcome with its reason."""
 
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
@@ -16,8 +14,10 @@ from pathlib import Path
 
 from parbench.config.schema import Config
 from parbench.launch.cluster import NodeInfo
-
-EXCEPTION_LINE = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception|Interrupt)): (.+)$")
+from parbench.launch.diagnose import MemoryFacts, failure_reason, oom_kill_count
+from parbench.launch.hang import Progress, describe_hang
+from parbench.launch.interrupt import INTERRUPTS
+from parbench.launch.processes import die_with_parent, end_tree
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,11 @@ class LaunchOutcome:
     returncode: int | None
     duration_s: float
     log_tail: str
+    interrupted: bool = False  # the orchestrator got SIGINT/SIGTERM: the run is KILLED, the sweep stops
+
+    @property
+    def status(self) -> str:
+        return "FINISHED" if self.ok else "KILLED" if self.interrupted else "FAILED"
 
 
 def torchrun_command(cfg: Config, node: NodeInfo, job_dir: Path, nproc_per_node: int) -> list[str]:
@@ -50,66 +55,76 @@ def worker_env(cfg: Config, nproc_per_node: int) -> dict[str, str]:
     return env
 
 
-def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
-                 tail_lines: int) -> LaunchOutcome:
-    """Run and supervise torchrun; its whole process group is killed on timeout."""
+def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float, tail_lines: int,
+                 stall_timeout_s: float = 0.0, memory: MemoryFacts | None = None) -> LaunchOutcome:
+    """Run and supervise torchrun: a timeout, a stall (no new step line) or SIGINT/SIGTERM to the
+    orchestrator ends its whole process tree; a failure gets the reason torchrun's summary gives."""
     start = time.monotonic()
     tail: deque[str] = deque(maxlen=tail_lines)
+    if INTERRUPTS.signal:  # interrupted before this job began: launch nothing
+        return LaunchOutcome(False, INTERRUPTS.reason(), None, 0.0, "", interrupted=True)
+    oom_kills = oom_kill_count()
+    progress = Progress(stall_timeout_s)
     with log_path.open("w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                bufsize=1, start_new_session=True)
-        pump = threading.Thread(target=_pump, args=(proc, log, tail), daemon=True)
+                                bufsize=1, start_new_session=True, preexec_fn=die_with_parent)
+        pump = threading.Thread(target=_pump, args=(proc, log, tail, progress), daemon=True)
         pump.start()
         try:
-            rc = proc.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            rc, timed_out = proc.returncode, True
+            ended = _supervise(proc, timeout_s, progress)
+            hang = describe_hang(proc.pid, log_path.parent) if ended in ("timeout", "stall") else ""
+        finally:  # also when a second signal exits at once: leave no process behind
+            if proc.poll() is None:
+                end_tree(proc)
         pump.join(timeout=10)
-    duration = time.monotonic() - start
-    text = "".join(tail)
-    if timed_out:
-        reason = (f"timed out after {timeout_s:.0f}s (launch.timeout_s): a rank hung or the job is slower than "
-                  "that; look at the log tail, or raise launch.timeout_s")
-    elif rc == 0:
-        reason = ""
+    rc = proc.returncode
+    if ended == "timeout":
+        reason = (f"hung: timed out after {timeout_s:.0f}s (launch.timeout_s): {hang}; look at the log tail, "
+                  "or raise launch.timeout_s if the job is only slow")
+    elif ended == "stall":
+        reason = (f"hung: no new step for {progress.limit_s:.0f}s after step {progress.step}/{progress.total} "
+                  f"(launch.stall_timeout_s): {hang}")
+    elif ended == "interrupt":
+        reason = INTERRUPTS.reason()
     else:
-        reason = failure_reason(text, rc)
-    return LaunchOutcome(rc == 0 and not timed_out, reason, rc, duration, text)
+        rose = oom_kills is not None and (oom_kill_count() or 0) > oom_kills
+        reason = "" if rc == 0 else failure_reason(_log_end(log_path), rc, memory, rose)
+    return LaunchOutcome(rc == 0 and not ended, reason, rc, time.monotonic() - start, "".join(tail),
+                         interrupted=ended == "interrupt")
 
 
-def failure_reason(log_tail: str, returncode: int) -> str:
-    """The root cause torchrun names (first failing rank), else the last exception, else the exit code."""
-    root = log_tail.rfind("Root Cause")
-    lines = log_tail[root:].splitlines() if root >= 0 else []
-    for line in lines + list(reversed(log_tail.splitlines())):
-        match = EXCEPTION_LINE.search(line)
-        if match and "ChildFailedError" not in match.group(1):
-            return f"{match.group(1)}: {match.group(2)}"[:500]
-    if returncode < 0:
-        return f"torchrun killed by signal {signal.Signals(-returncode).name}"
-    return f"torchrun exited with code {returncode} (a rank failed; killed ranks may mean out of memory)"
+def _supervise(proc: subprocess.Popen, timeout_s: float, progress: Progress) -> str:
+    """Wait for torchrun; '' when it exited by itself, else why it must be ended."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            proc.wait(timeout=0.5)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
+        if INTERRUPTS.signal:
+            return "interrupt"
+        if time.monotonic() > deadline:
+            return "timeout"
+        if progress.stalled():
+            return "stall"
 
 
-def _pump(proc: subprocess.Popen, log, tail: deque) -> None:
+def _log_end(path: Path, size: int = 256_000) -> str:
+    """The end of the log: torchrun's failure summary, which the short tail may cut."""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - size))
+        return f.read().decode(errors="replace")
+
+
+def _pump(proc: subprocess.Popen, log, tail: deque, progress: Progress) -> None:
     for line in proc.stdout:
         log.write(line)
         log.flush()
         tail.append(line)
-        sys.stdout.write(line)
-        sys.stdout.flush()
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-        except ProcessLookupError:
-            return
+        progress.see(line)
+        if not INTERRUPTS.signal:  # torchrun's own teardown traceback stays in the log, off the terminal
+            sys.stdout.write(line)
+            sys.stdout.flush()

@@ -1,9 +1,10 @@
-"""The MLflow child run of one job: opened before launch, filled from what the worker wrote."""
+"""The MLflow child run of one job: opened before launch, filled from what the worker wrote.
+Everything it logs is also in the job dir (resolved.yaml, plan.json, outcome.json, the worker's
+files), so a run the tracking server missed is uploaded later by `parbench sync`."""
 
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 from parbench import __version__
@@ -11,9 +12,12 @@ from parbench.config import resolve
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
 from parbench.paths import PROFILE_DIR, RESULTS_FILE, STEPS_FILE, git_sha
+from parbench.tracking.orphans import process_tags
+from parbench.tracking.resume import HASH_TAG, config_hash
 from parbench.tracking.store import Store, read_json
 
 LOG_FILE = "worker.log"
+STACKS = "stacks"  # each rank's stack, dumped when the job hung
 
 
 class JobRun:
@@ -21,14 +25,13 @@ class JobRun:
         self.store, self.run_id = store, run_id
 
     @classmethod
-    def start(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], overrides: list[str],
+    def start(cls, store: Store, cfg: Config, plan: dict, name: str, choices: dict[str, str], overrides: list[str],
               parent_id: str | None, job_dir: Path) -> "JobRun":
-        store = Store(cfg.tracking.uri, cfg.tracking.experiment)
         sha = git_sha()
         tags = {**{f"choice.{k}": v for k, v in choices.items()}, "git_sha": sha,
                 "mlflow.source.git.commit": sha.removesuffix("-dirty"), "parbench_version": __version__,
-                "orchestrator_host": socket.gethostname(), "job_dir": str(job_dir.resolve()),
-                "overrides": " ".join(overrides)}
+                **process_tags(), "job_dir": str(job_dir.resolve()), "overrides": " ".join(overrides),
+                HASH_TAG: config_hash(cfg)}
         run = cls(store, store.create_run(name, tags, parent_id))
         store.log_params(run.run_id, resolve.flatten(resolve.as_dict(cfg)))
         store.log_metrics(run.run_id, {f"plan_{k}": v for k, v in resolve.flatten(plan).items()
@@ -51,7 +54,7 @@ class JobRun:
         self.store.log_metrics(self.run_id, {**metrics, "launch_duration_s": outcome.duration_s})
         for name, series in results.get("step_metrics", {}).items():
             self.store.log_step_rows(self.run_id, [{"step": i, name: v} for i, v in enumerate(series)])
-        tags = {**results.get("tags", {}), "status": "FINISHED" if outcome.ok else "FAILED"}
+        tags = {**results.get("tags", {}), "status": outcome.status}
         if not outcome.ok:
             tags.update(failure_reason=outcome.reason, log_tail=outcome.log_tail[-4000:])
         self.store.set_tags(self.run_id, tags)
@@ -61,7 +64,9 @@ class JobRun:
         # Traces (one per rank), CSV tables, plots and memory snapshots of a profiled run.
         self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / PROFILE_DIR).glob("*") if p.is_file()),
                                  PROFILE_DIR)
-        self.store.finish(self.run_id, outcome.ok)
+        self.store.log_artifacts(self.run_id, sorted(p for p in (job_dir / STACKS).glob("*.txt") if p.stat().st_size),
+                                 STACKS)
+        self.store.close(self.run_id, outcome.status)
         return metrics
 
 

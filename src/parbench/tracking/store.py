@@ -1,4 +1,5 @@
-"""A thin layer over MlflowClient that survives concurrent writers on one SQLite file."""
+"""A thin layer over MlflowClient that survives concurrent writers on one SQLite file, fails fast
+on a tracking server that is not there, and masks secrets in everything it writes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+from parbench.tracking.reach import check_reachable
+from parbench.tracking.secrets import scrub, scrub_mapping, scrubbed_file
 
 T = TypeVar("T")
 # MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI traces overview).
@@ -43,6 +47,7 @@ class Store:
     """Runs, params, metrics, tags and artifacts of one MLflow experiment."""
 
     def __init__(self, uri: str, experiment: str):
+        check_reachable(uri)
         db = sqlite_path(uri)
         self.artifact_root = None
         lock = None
@@ -71,19 +76,20 @@ class Store:
         return found.experiment_id
 
     def create_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
-        tags = {**tags, MLFLOW_RUN_NAME: name}
+        name = scrub(name)
+        tags = {**scrub_mapping(tags), MLFLOW_RUN_NAME: name}
         if parent_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_id
         run = retry(self.client.create_run, self.experiment_id, run_name=name, tags=tags)
         return run.info.run_id
 
     def log_params(self, run_id: str, params: dict[str, str]) -> None:
-        items = [Param(k, v[:6000]) for k, v in params.items()]
+        items = [Param(k, v[:6000]) for k, v in scrub_mapping(params).items()]
         for i in range(0, len(items), BATCH):
             retry(self.client.log_batch, run_id, params=items[i:i + BATCH])
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
-        items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+        items = [RunTag(k, v[:5000]) for k, v in scrub_mapping(tags).items()]
         for i in range(0, len(items), BATCH):
             retry(self.client.log_batch, run_id, tags=items[i:i + BATCH])
 
@@ -104,7 +110,7 @@ class Store:
     def log_artifacts(self, run_id: str, paths: list[Path], folder: str | None = None) -> None:
         for path in paths:
             if path.exists():
-                retry(self.client.log_artifact, run_id, str(path), folder)
+                retry(self.client.log_artifact, run_id, str(scrubbed_file(path)), folder)
 
     def where_to_look(self, run_id: str) -> str:
         """The MLflow UI command and the page of this run (the experiment's runs table is /runs:
@@ -118,6 +124,17 @@ class Store:
     def close(self, run_id: str, status: str) -> None:
         """End a run as FINISHED, FAILED or KILLED (also one already ended: the cause was found later)."""
         retry(self.client.set_terminated, run_id, status)
+
+    def has_run(self, run_id: str) -> bool:
+        try:
+            return retry(self.client.get_run, run_id).info.experiment_id == self.experiment_id
+        except MlflowException:
+            return False
+
+    def search(self, filter_string: str, max_results: int):
+        """Runs of this experiment matching an MLflow filter, newest first."""
+        return retry(self.client.search_runs, [self.experiment_id], filter_string, max_results=max_results,
+                     order_by=["attributes.start_time DESC"])
 
     def child_runs(self, parent_id: str):
         """Children of a sweep's parent run as a pandas DataFrame (mlflow.search_runs columns)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 from collections import deque
 from contextlib import nullcontext
 from typing import Callable
@@ -26,6 +25,7 @@ from parbench.parallel.model import ParallelModel, parallelize
 from parbench.parallel.specs import STRATEGIES
 from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
+from parbench.workloads.faults import inject_fault
 from parbench.workloads.reporting import StepReporter
 from parbench.workloads.specs.train import TrainWorkload
 
@@ -114,19 +114,6 @@ def optimizer_stepper(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
         optimizer.zero_grad(set_to_none=True)
 
     return step
-
-
-def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]) -> None:
-    """debug.crash_at_step / debug.hang_at_step: exercise the orchestrator's failure handling;
-    flush() first records the steps still unread, as a real fault would find them recorded."""
-    if env.rank != cfg.debug.fault_rank or step not in (cfg.debug.crash_at_step, cfg.debug.hang_at_step):
-        return
-    flush()
-    if step == cfg.debug.crash_at_step:
-        raise RuntimeError(f"injected crash at step {step} (debug.crash_at_step)")
-    if step == cfg.debug.hang_at_step:
-        print(f"[parbench] rank {env.rank} hangs at step {step} (debug.hang_at_step)", flush=True)
-        time.sleep(10**7)
 
 
 def step_phase(w: TrainWorkload, step: int) -> str:
