@@ -19,6 +19,10 @@ from parbench.launch.hang import Progress, describe_hang
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.processes import die_with_parent, end_tree
 
+# Kept in worker.log, off the terminal: Kineto's start/stop lines of every profiler window (and,
+# once a sweep is interrupted, torchrun's own teardown traceback).
+LOG_ONLY = ("USDT:",)
+
 
 @dataclass(frozen=True)
 class LaunchOutcome:
@@ -125,6 +129,6 @@ def _pump(proc: subprocess.Popen, log, tail: deque, progress: Progress) -> None:
         log.flush()
         tail.append(line)
         progress.see(line)
-        if not INTERRUPTS.signal:  # torchrun's own teardown traceback stays in the log, off the terminal
+        if not INTERRUPTS.signal and not line.startswith(LOG_ONLY):
             sys.stdout.write(line)
             sys.stdout.flush()
