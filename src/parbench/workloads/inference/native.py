@@ -159,6 +159,7 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         results["metrics"].update(op_share_metrics(shares))
         if env.is_main:
             results["artifacts"] += write_op_breakdown(shares, job_dir)
+            results["artifacts"] += [TRACE_FILE.format(phase=phase) for phase in shares]
     progress(env.rank, "done")
     return results
 
@@ -186,7 +187,7 @@ def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
-    """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
+    """The breakdown as a CSV table and a pie per phase; their file names, for the run's artifacts."""
     from parbench.report.inference import plot_phase_pies
 
     categories = sorted({c for table in shares.values() for c in table})
@@ -194,7 +195,7 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     lines += [f"{c}," + ",".join(f"{shares[p].get(c, 0.0):.3f}" for p in shares) for c in categories]
     (job_dir / OPS_CSV).write_text("\n".join(lines) + "\n")
     plot_phase_pies(shares, job_dir / OPS_PNG)
-    return [OPS_CSV, OPS_PNG, *(TRACE_FILE.format(phase=phase) for phase in shares)]
+    return [OPS_CSV, OPS_PNG]
 
 
 def cuda_graph_blocker(cfg: Config) -> str | None:
