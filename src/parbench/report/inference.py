@@ -26,7 +26,8 @@ SCALING_CSV = "inference_scaling.csv"
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Finished inference runs with their layout (tp, pp, devices, a 'tpXppY' label) as columns."""
+    """Finished inference runs with their layout (tp, pp, devices, a 'tpX_ppY' label, prefixed by the
+    engine when it is not the native one) as columns."""
     if runs.empty or "params.workload.name" not in runs:
         return runs.iloc[0:0]
     done = runs[(runs["params.workload.name"] == "inference") & (runs["status"] == "FINISHED")].copy()
@@ -36,6 +37,9 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["pp"] = done["params.parallel.pp"].astype(int)
     done["devices"] = done["tp"] * done["pp"]
     done["layout"] = "tp" + done["tp"].astype(str) + "_pp" + done["pp"].astype(str)
+    if "params.workload.engine" in done:  # both engines in one sweep: their series apart
+        other = done["params.workload.engine"].fillna("native") != "native"
+        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"] + "_" + done.loc[other, "layout"]
     if "params.workload.cuda_graph" in done:  # runs logged before the option existed decoded op by op
         done["params.workload.cuda_graph"] = done["params.workload.cuda_graph"].fillna("False")
         done.loc[done["params.workload.cuda_graph"] == "True", "layout"] += "_graph"
