@@ -81,6 +81,15 @@ def build_llm(cfg: Config, model: str, job_dir: Path):
                     enforce_eager=w.vllm.enforce_eager, seed=cfg.seed, **memory, **profiling)
 
 
+def start_llm(cfg: Config, model: str, job_dir: Path):
+    """build_llm, with vLLM's refusal (often many lines: pydantic's) as one line, which becomes the
+    FAILED run's failure_reason."""
+    try:
+        return build_llm(cfg, model, job_dir)
+    except Exception as e:
+        raise RuntimeError(f"vLLM could not start on {model}: {' '.join(str(e).split())}") from e
+
+
 def sampling(vllm, tokens: int):
     return vllm.SamplingParams(max_tokens=tokens, min_tokens=tokens, ignore_eos=True, temperature=0.0,
                                detokenize=False)
@@ -142,7 +151,7 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     start = time.perf_counter()
     model = w.vllm.model or str(export_hf_llama(cfg.model, cfg.seed, torch_dtype(w.dtype), job_dir / HF_MODEL_DIR))
     progress(0, f"starting vLLM {vllm.__version__} on {model} (tp={cfg.parallel.tp}, pp={cfg.parallel.pp})")
-    llm = build_llm(cfg, model, job_dir)
+    llm = start_llm(cfg, model, job_dir)
     build_s = time.perf_counter() - start
     progress(0, f"vLLM ready in {build_s:.1f} s; {w.warmup} warm-up and {w.repeats} measured batches")
     batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter)
