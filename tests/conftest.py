@@ -56,7 +56,7 @@ def vllm_must_be_installed(request) -> None:
     """A `vllm`-marked test FAILS (never skips) where vLLM cannot run, with the install or fix line."""
     if request.node.get_closest_marker("vllm") is None:
         return
-    from parbench.workloads.inference.vllm_engine import vllm_environment_problem
+    from parbench.workloads.specs.vllm_engine import vllm_environment_problem
 
     problem = vllm_environment_problem()
     if problem:
@@ -73,13 +73,14 @@ def compose(*overrides: str, gpus=()):
     from hydra import compose as hydra_compose, initialize_config_dir
 
     from parbench.config import resolve
+    from parbench.workloads.registry import typed_config
     from parbench.config.store import register_schema
     from parbench.paths import CONF_DIR
 
     register_schema()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         node = hydra_compose("config", overrides=list(overrides))
-    return resolve.resolve(node, list(gpus))
+    return resolve.resolve(typed_config(node), list(gpus))
 
 
 @pytest.fixture

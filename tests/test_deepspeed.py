@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO, Cli, compose
 
 from parbench.config import ConfigError
-from parbench.config.validate import validate
+from parbench.orchestrator import validate
 from parbench.metrics.flops import attention_flops_per_token
-from parbench.parallel.zero import deepspeed_installed
-from parbench.workloads import WORKLOADS
+from parbench.parallel.specs import deepspeed_installed
+from parbench.workloads.registry import WORKLOADS, plan_workload
 
 LOSS_ABS = 1e-5
 TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4")
@@ -129,7 +129,7 @@ def test_memory_estimate_follows_the_zero_stage():
     over the 2 ranks; offload moves the optimizer states and (stage 3) the parameters to the host."""
     def model_states_gb(parallel: str) -> float:
         cfg = compose("hardware=cpu", f"parallel={parallel}")
-        plan = WORKLOADS.get("train").plan(cfg, validate(cfg, None))
+        plan = plan_workload(WORKLOADS.get("train"), cfg, validate(cfg, None))
         return plan["memory_estimate_per_device_gb"]["params_grads_optimizer_gb"]
 
     ddp = model_states_gb("dp")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from parbench.metrics import flops
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 
 
 @pytest.fixture

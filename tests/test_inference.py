@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.models import build_initialized, build_model
+from parbench.models.build import build_initialized, build_model
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import init_module
 from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
@@ -187,8 +187,8 @@ def _sharded_build_rank(rank: int, world: int, port: int) -> None:
     nothing else; a stage refuses to send hidden states the next one cannot receive."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    from parbench.parallel import DistEnv
-    from parbench.parallel.dims import MESH_DIMS, ParallelDims
+    from parbench.distenv import DistEnv
+    from parbench.config.dims import MESH_DIMS, ParallelDims
     from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -310,7 +310,7 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
     from parbench.config import ConfigError
     from parbench.config.hardware import GpuInfo
-    from parbench.config.validate import validate
+    from parbench.orchestrator import validate
 
     gpus = [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 2
     cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2", "workload.cuda_graph=true",
@@ -320,14 +320,16 @@ def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):
-    from parbench.config import ConfigError, resolve
+    from parbench.config import ConfigError
+    from parbench.workloads.registry import typed_config
     from parbench.config.hardware import resolve_hardware
     from parbench.paths import CONF_DIR
-    from parbench.workloads.inference.vllm_engine import check, import_vllm, vllm_environment_problem
+    from parbench.workloads.inference.vllm_engine import import_vllm
+    from parbench.workloads.specs.vllm_engine import validate_vllm as check, vllm_environment_problem
 
-    cfg = resolve.to_typed({"hardware": {"name": "cpu", "device_type": "cpu", "backend": "gloo"},
-                            "model": OmegaConf.load(CONF_DIR / "model" / "tiny_vllm.yaml"), "parallel": {"name": "dp"},
-                            "workload": {"name": "inference", "engine": "vllm", "dtype": "fp32"}})
+    cfg = typed_config({"hardware": {"name": "cpu", "device_type": "cpu", "backend": "gloo"},
+                        "model": OmegaConf.load(CONF_DIR / "model" / "tiny_vllm.yaml"), "parallel": {"name": "dp"},
+                        "workload": {"name": "inference", "engine": "vllm", "dtype": "fp32"}})
     cfg.hardware = resolve_hardware(cfg.hardware, [])
     if vllm_environment_problem() is None:
         check(cfg)  # passes where vLLM is installed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import compose
 
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 
 
 @pytest.mark.parametrize("model, total_b, active_b", [

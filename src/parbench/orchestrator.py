@@ -1,5 +1,7 @@
-"""One Hydra job: validate and plan, launch torchrun, record the outcome in MLflow.
-It never initialises CUDA, so it survives whatever the workers do."""
+"""One Hydra job, top to bottom: resolve the config -> validate it (each part checks itself) ->
+plan -> launch torchrun -> record the outcome in MLflow. It never initialises CUDA, so it survives
+whatever the workers do; it imports torch and mlflow only once the config is known to be valid,
+so a config that cannot work is refused in about a second."""
 
 from __future__ import annotations
 
@@ -13,29 +15,27 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from parbench.config import ConfigError, resolve
-from parbench.config.hardware import detect_gpus
+from parbench.config.dims import ParallelDims
+from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.config.schema import Config
-from parbench.config.validate import validate
+from parbench.config.validate import validate_config
 from parbench.launch.cluster import current_node
 from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
-from parbench.models import build_model, count_params
-from parbench.parallel.dims import ParallelDims
-from parbench.report.summary import metrics_table
-from parbench.tracking.job import LOG_FILE, JobRun
-from parbench.tracking.store import Store
-from parbench.tracking.sweep import parent_run_id
-from parbench.workloads import WORKLOADS, job_layout
-from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
+from parbench.models import MODEL_FAMILIES
+from parbench.parallel.specs import STRATEGIES
+from parbench.tracking.labels import run_label
+from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
 
 
-@dataclass(frozen=True)
+@dataclass
 class JobContext:
-    """What Hydra knows about this job."""
+    """What Hydra knows about this job; `name` becomes the short label once the config is valid."""
 
     job_dir: Path
     multirun: bool
     sweep_dir: Path | None
     name: str
+    overrides: list[str]
     choices: dict[str, str]
 
     @classmethod
@@ -45,11 +45,27 @@ class JobContext:
         choices = {k: str(v) for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
         label = hc.job.override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
         return cls(Path(hc.runtime.output_dir), multirun, Path(hc.sweep.dir) if multirun else None,
-                   f"{choices.get('workload', 'job')} {label}", choices)
+                   f"{choices.get('workload', 'job')} {label}", list(hc.overrides.task), choices)
+
+
+def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
+    """The config groups config/ owns, the model family, the layout, then every strategy's and the
+    workload's own checks; `gpus` are the local GPUs when launching here (None: planning only)."""
+    validate_config(cfg, gpus)
+    if cfg.model.family not in MODEL_FAMILIES:
+        raise ConfigError(f"model.family={cfg.model.family!r} is unknown: use one of "
+                          f"{', '.join(MODEL_FAMILIES.names())}")
+    dims = ParallelDims.from_config(*job_layout(cfg))
+    for name in STRATEGIES.names():
+        STRATEGIES.get(name).validate(cfg, dims)
+    WORKLOADS.get(cfg.workload.name).validate(cfg, dims)
+    return dims
 
 
 def make_plan(cfg: Config, dims: ParallelDims) -> dict:
     """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
+    from parbench.models.build import build_model, count_params  # torch: only for a valid config
+
     spec = WORKLOADS.get(cfg.workload.name)
     model = {}
     if spec.uses_model:
@@ -60,7 +76,7 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
         "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
         "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
         "world_size": dims.world_size, "mesh": dims.as_dict(), **model,
-        "workload": cfg.workload.name, **spec.plan(cfg, dims),
+        "workload": cfg.workload.name, **plan_workload(spec, cfg, dims),
     }
 
 
@@ -68,8 +84,10 @@ def run_job(node: DictConfig) -> dict:
     ctx = JobContext.from_hydra()
     gpus = detect_gpus()
     try:
-        cfg = resolve.resolve(node, gpus)
+        cfg = resolve.resolve(typed_config(node), gpus)
         dims = validate(cfg, None if cfg.dry_run else gpus)
+        ctx.name = cfg.tracking.run_name or run_label(cfg, dims, ctx.overrides,
+                                                      WORKLOADS.get(cfg.workload.name).uses_model)
         plan = make_plan(cfg, dims)
     except ConfigError as e:
         return reject(e, node, ctx)
@@ -80,10 +98,13 @@ def run_job(node: DictConfig) -> dict:
 
 
 def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
+    from parbench.tracking.job import LOG_FILE, JobRun  # mlflow: only once there is a run to record
+    from parbench.sweep import parent_run_id
+
     node = current_node(cfg.hardware.nodes)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
-    run = JobRun.start(cfg, plan, ctx.name, ctx.choices, parent, ctx.job_dir) if node.is_main else None
+    run = JobRun.start(cfg, plan, ctx.name, ctx.choices, ctx.overrides, parent, ctx.job_dir) if node.is_main else None
     if run is not None and cfg.hardware.device_type == "cuda":
         record_topology(run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
@@ -102,14 +123,18 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     return metrics
 
 
-def record_topology(run: JobRun, job_dir: Path) -> None:
+def record_topology(run, job_dir: Path) -> None:
     """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, before launch,
     so a run that crashes still has them."""
+    from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
+
     found = collect_topology()
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def report(cfg: Config, ctx: JobContext, run: JobRun, ok: bool, reason: str, metrics: dict) -> None:
+def report(cfg: Config, ctx: JobContext, run, ok: bool, reason: str, metrics: dict) -> None:
+    from parbench.report.summary import metrics_table
+
     status = "FINISHED" if ok else f"FAILED: {reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
     print(f"\n== {ctx.name}: {status}\n{metrics_table(metrics, keys)}")
@@ -122,6 +147,9 @@ def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:
     print(f"parbench: invalid config ({ctx.name}): {error}", file=sys.stderr, flush=True)
     if not ctx.multirun:
         sys.exit(2)
+    from parbench.tracking.store import Store
+    from parbench.sweep import parent_run_id
+
     store = Store(node.tracking.uri, node.tracking.experiment)
     run_id = store.create_run(ctx.name, {"status": "FAILED", "failure_reason": f"invalid config: {error}",
                                          **{f"choice.{k}": v for k, v in ctx.choices.items()}},

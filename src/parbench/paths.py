@@ -1,4 +1,5 @@
-"""Locations parbench needs: the conf/ tree and the repository (for the git sha)."""
+"""Locations parbench needs: the conf/ tree, the repository (for the git sha), and the files a job
+directory holds (what the worker writes and the orchestrator reads)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = Path(os.environ.get("PARBENCH_CONF_DIR", REPO_ROOT / "conf")).resolve()
+STEPS_FILE = "steps.jsonl"  # rank 0: one JSON line per step, so a crash loses nothing measured
+RESULTS_FILE = "results.json"  # rank 0: metrics, tags, artifacts at the end
+PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file becomes an artifact
 
 
 def git_sha() -> str:

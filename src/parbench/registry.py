@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable, Dict, Generic, TypeVar
 
 T = TypeVar("T")
@@ -35,3 +36,10 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: str) -> bool:
         return name in self._entries
+
+
+def load_ref(ref: str) -> Callable:
+    """The object a "package.module:attr" reference names, importing its module. Registries name the
+    code that needs torch this way, so the orchestrator can validate a config without importing it."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)

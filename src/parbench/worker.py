@@ -10,22 +10,22 @@ from pathlib import Path
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from parbench.config import resolve
-from parbench.parallel import init_distributed, single_process_env
-from parbench.workloads import WORKLOADS, VerificationError, job_layout
+from parbench.config.resolve import RESOLVED_FILE
+from parbench.parallel.mesh import init_distributed, single_process_env
+from parbench.workloads.registry import WORKLOADS, VerificationError, job_layout, load_config, run_workload
 from parbench.workloads.reporting import StepReporter, device_tags, progress, write_results
 
 
 @record  # torchrun then reports the first failing rank's exception as the root cause
 def main(job_dir: Path) -> None:
-    cfg = resolve.load(job_dir / resolve.RESOLVED_FILE)
+    cfg = load_config(job_dir / RESOLVED_FILE)
     spec = WORKLOADS.get(cfg.workload.name)
     joins = spec.joins_process_group(cfg)
     if joins:
         progress(int(os.environ["RANK"]), f"joining the process group ({cfg.hardware.backend}) and building the mesh")
     env = (init_distributed(cfg, timeout_s=cfg.launch.timeout_s, parallel=job_layout(cfg)[0]) if joins
            else single_process_env(cfg))
-    results = spec.run(cfg, env, StepReporter(job_dir, env.is_main))
+    results = run_workload(spec, cfg, env, StepReporter(job_dir, env.is_main))
     failure = results.pop("failure", None)  # measured, then found wrong: record, then fail the run
     if env.is_main:
         results["tags"] = {**results.get("tags", {}), **device_tags(env.device, env.world_size)}

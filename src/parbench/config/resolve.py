@@ -12,25 +12,22 @@ from omegaconf.errors import OmegaConfBaseException
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo, resolve_hardware
 from parbench.config.schema import Config
-from parbench.workloads import parse_workload
-from parbench.workloads.dtypes import resolve_dtype
+from parbench.dtypes import resolve_dtype
 
 RESOLVED_FILE = "resolved.yaml"
 
 
 def to_typed(node: DictConfig | dict) -> Config:
-    """Type-check a config tree against the schema and parse its workload."""
+    """Type-check a config tree against the schema; the workload stays a dict, which its own schema
+    types (parbench.workloads.typed_config)."""
     try:
-        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
-    cfg.workload = parse_workload(cfg.workload)
-    return cfg
 
 
-def resolve(node: DictConfig, gpus: list[GpuInfo]) -> Config:
-    """Typed config with hardware=auto, gpus_per_node=-1 and dtype=auto made concrete."""
-    cfg = to_typed(node)
+def resolve(cfg: Config, gpus: list[GpuInfo]) -> Config:
+    """The typed config with hardware=auto, gpus_per_node=-1 and dtype=auto made concrete."""
     cfg.hardware = resolve_hardware(cfg.hardware, gpus)
     if hasattr(cfg.workload, "dtype"):
         cfg.workload.dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
@@ -43,10 +40,6 @@ def as_dict(cfg: Config) -> dict[str, Any]:
 
 def save(cfg: Config, path: Path) -> None:
     path.write_text(OmegaConf.to_yaml(OmegaConf.create(as_dict(cfg))))
-
-
-def load(path: Path) -> Config:
-    return to_typed(OmegaConf.load(path))
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:

@@ -141,6 +141,9 @@ class ProfileConfig:
     plots: bool = True  # PNG breakdown, op-share and layer heatmap artifacts
 
 
+CI_METHODS = ("order", "bootstrap")
+
+
 @dataclass
 class StatsConfig:
     """Step statistics: the confidence interval of the median step time over the measured steps."""

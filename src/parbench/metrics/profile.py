@@ -17,7 +17,6 @@ import re
 import statistics
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import torch
@@ -26,12 +25,10 @@ from torch import nn
 from torch.profiler import ProfilerActivity, record_function, schedule
 
 from parbench.config.schema import Config
+from parbench.distenv import DistEnv
+from parbench.paths import PROFILE_DIR
 from parbench.metrics import trace
 
-if TYPE_CHECKING:  # parbench.parallel imports the workloads, which import this module
-    from parbench.parallel import DistEnv
-
-PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file becomes an artifact
 # Wrapper modules insert these into parameter/module names; layer names leave them out.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")
 LAYER_NAME = re.compile(r"layers\.\d+|\w*embeddings|norm|output")
@@ -198,7 +195,7 @@ class StepProfiler:
             return {}
         tables = write_tables(self.job_dir / PROFILE_DIR, gathered)
         if self.cfg.plots:
-            from parbench.report.plots import save_profile_plots  # matplotlib only when plotting
+            from parbench.metrics.plots import save_profile_plots  # matplotlib only when plotting
 
             save_profile_plots(self.job_dir / PROFILE_DIR, tables)
         active = step_times[self.active_start:self.active_end]

@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 
 import torch
 
+
 # The range StepClock records around each timed step; trace analysis measures inside it.
 STEP_RANGE = "parbench.step"
-CI_METHODS = ("order", "bootstrap")
 
 
 def device_synchronize(device: torch.device) -> None:

@@ -1,61 +1,15 @@
-"""Model families: a registry from `model.family` to a builder taking a ModelConfig."""
+"""Model families: a registry from `model.family` to the class that builds it (a "module:Class"
+reference, so configs are checked without loading torch), and parameter counts by role."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
-import torch
-from torch import nn
-
-from parbench.config.schema import ModelConfig
 from parbench.registry import Registry
 
-MODEL_FAMILIES: Registry = Registry("model family", "model.family")
-
-
-def build_model(cfg: ModelConfig, device: str | torch.device = "meta") -> nn.Module:
-    """Build the model; on the meta device nothing is allocated (for planning and sharded init)."""
-    with torch.device(device):
-        return MODEL_FAMILIES.get(cfg.family)(cfg)
-
-
-@torch.no_grad()
-def init_dense(module: nn.Module, init_weight: Callable[[torch.Tensor], object]) -> bool:
-    """Linear and Embedding: init_weight(weight), zero bias; RMSNorm and LayerNorm: weight 1,
-    bias 0. False for any other module (left to the caller)."""
-    if isinstance(module, (nn.Linear, nn.Embedding)):
-        init_weight(module.weight)
-    elif isinstance(module, (nn.RMSNorm, nn.LayerNorm)):
-        nn.init.ones_(module.weight)
-    else:
-        return False
-    if getattr(module, "bias", None) is not None:
-        nn.init.zeros_(module.bias)
-    return True
-
-
-def to_empty_keeping_ties(model: nn.Module, device: str | torch.device) -> None:
-    """Module.to_empty, then tie again what was tied (to_empty gives each module a new parameter)."""
-    names_of: dict[int, list[str]] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        names_of.setdefault(id(p), []).append(name)
-    model.to_empty(device=device)
-    for first, *others in (names for names in names_of.values() if len(names) > 1):
-        for name in others:
-            owner, _, attr = name.rpartition(".")
-            setattr(model.get_submodule(owner), attr, model.get_parameter(first))
-
-
-def build_initialized(cfg: ModelConfig, seed: int, device: str | torch.device) -> nn.Module:
-    """The whole model with the weights `seed` gives it: built on meta, then allocated and initialised,
-    so only init_weights draws from the RNG (not the layers' constructors). Sharded builds that
-    replay init_weights piece by piece (parallel.materialize) get the same weights."""
-    model = build_model(cfg, "meta")
-    to_empty_keeping_ties(model, device)
-    torch.manual_seed(seed)
-    model.init_weights()
-    return model
+MODEL_FAMILIES: Registry[str] = Registry("model family", "model.family")
+MODEL_FAMILIES.register("llama")("parbench.models.llama:Transformer")
+MODEL_FAMILIES.register("gpt2")("parbench.models.gpt2:GPT2")
 
 
 @dataclass(frozen=True)
@@ -64,23 +18,3 @@ class ParamCounts:
     embedding: int  # input embeddings (token and learned position), excluded from 6N
     active: int  # parameters touched per token: MoE counts top_k of the experts
     matmul_active: int  # active parameters that multiply activations, the N of 6N
-
-
-def count_params(model: nn.Module, cfg: ModelConfig) -> ParamCounts:
-    """Count parameters of a built (possibly meta) model by role."""
-    total = embedding = expert = 0
-    for name, p in model.named_parameters():  # tied weights are yielded once
-        n = p.numel()
-        total += n
-        if name.endswith("embeddings.weight"):
-            embedding += n
-        elif ".experts." in name:
-            expert += n
-    active = total - expert + (expert * cfg.top_k // cfg.experts if cfg.experts else 0)
-    # A tied output head still multiplies every token by the vocab matrix.
-    tied_head = cfg.vocab * cfg.hidden if cfg.tie_embeddings else 0
-    return ParamCounts(total, embedding, active, active - embedding + tied_head)
-
-
-# Importing the family modules registers them.
-from parbench.models import gpt2, llama  # noqa: E402,F401

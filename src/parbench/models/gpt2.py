@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models import MODEL_FAMILIES, init_dense
+from parbench.models.build import init_dense
 from parbench.models.llama import INIT_STD, Attention
 
 
@@ -66,8 +66,3 @@ class GPT2(nn.Module):
             h = layer(h)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h
-
-
-@MODEL_FAMILIES.register("gpt2")
-def build_gpt2(cfg: ModelConfig) -> GPT2:
-    return GPT2(cfg)

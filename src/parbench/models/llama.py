@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models import MODEL_FAMILIES, init_dense
+from parbench.models.build import init_dense
 from parbench.models.kv_cache import KVCache, LayerKVCache
 from parbench.models.moe import MoE
 
@@ -156,8 +156,3 @@ class Transformer(nn.Module):
             h = layer(h, rope, cache=cache.layer(name) if cache is not None else None)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h
-
-
-@MODEL_FAMILIES.register("llama")
-def build_llama(cfg: ModelConfig) -> Transformer:
-    return Transformer(cfg)

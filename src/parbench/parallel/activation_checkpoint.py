@@ -8,8 +8,8 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoi
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 from parbench.config.schema import Config
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
 
 _SAVE_OPS = {
     torch.ops.aten.mm.default,
@@ -30,10 +30,6 @@ def _selective_context():
     return create_selective_checkpoint_contexts(_save_matmuls)
 
 
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return getattr(cfg.workload, "activation_checkpointing", "none") != "none"
-
-
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     mode = cfg.workload.activation_checkpointing
     kwargs = {"context_fn": _selective_context} if mode == "selective" else {}
@@ -44,4 +40,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # Before every sharding wrapper, after tp (which must see the plain modules).
-STRATEGIES.register("activation_checkpointing")(Strategy(order=40, enabled=enabled, apply=apply))

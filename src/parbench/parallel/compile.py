@@ -21,8 +21,8 @@ from torch.distributed._functional_collectives import AsyncCollectiveTensor
 from torch.utils._pytree import tree_map_only
 
 from parbench.config.schema import Config
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
 
 
 class WaitKeepingGrad(torch.autograd.Function):
@@ -50,10 +50,6 @@ def compile_block(block: nn.Module) -> nn.Module:
     return compiled
 
 
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return bool(getattr(cfg.workload, "compile", False))
-
-
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     for part in pmodel.parts:
         for name, block in list(part.layers.items()):
@@ -65,4 +61,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 # After activation checkpointing (40) so the checkpointed block is what gets compiled,
 # before the data-parallel wrappers (50, 60).
-STRATEGIES.register("compile")(Strategy(order=45, enabled=enabled, apply=apply))

@@ -29,10 +29,8 @@ from torch.distributed.tensor.experimental._attention import set_rotate_method
 
 from parbench.config.schema import Config
 from parbench.models.llama import Attention, causal_attention
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
-
-CP_ROTATE_METHODS = ("allgather", "alltoall")
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
 
 
 @lru_cache(maxsize=8)
@@ -92,10 +90,6 @@ def check_torch_layout(mesh: DeviceMesh) -> None:
                                "update parbench.parallel.cp.held_positions to torch's load balancer")
 
 
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return dims.cp > 1
-
-
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     mesh = env.mesh["cp"]
     for part in pmodel.parts:
@@ -116,4 +110,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # After tp (which must see the plain modules), before checkpointing and data-parallel wrappers.
-STRATEGIES.register("cp")(Strategy(order=20, enabled=enabled, apply=apply))

@@ -22,8 +22,9 @@ from torch.distributed.fsdp import fully_shard
 
 from parbench.config.schema import Config
 from parbench.models.moe import MoE, GroupedExperts
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
+from parbench.config.dims import ParallelDims
 from parbench.parallel.fsdp import mixed_precision_policy
 
 # torch 2.13 renamed all_gather_tensor_autograd (kept, deprecated); torch 2.11 has only the old name.
@@ -83,10 +84,6 @@ def moe_layers(pmodel: ParallelModel) -> list[MoE]:
     return [m for part in pmodel.parts for m in part.modules() if isinstance(m, MoE)]
 
 
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return bool(cfg.model.experts) and token_ranks(dims) > 1
-
-
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     d = env.dims
     mesh = expert_mesh(env)
@@ -113,4 +110,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # After tp and activation checkpointing rewrite the blocks, before the dp/fsdp wrappers.
-STRATEGIES.register("ep")(Strategy(order=45, enabled=enabled, apply=apply))

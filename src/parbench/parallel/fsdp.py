@@ -8,15 +8,9 @@ import torch
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from parbench.config.schema import Config
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads.dtypes import torch_dtype
-
-
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    # DDP cannot hold DTensor parameters: under tp, dp (and cp) replicas go through FSDP2 too, as
-    # HSDP whose shard groups may have one rank (torchtitan makes the same choice).
-    return dims.fsdp > 1 or (dims.tp > 1 and dims.dp * dims.cp > 1)
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
+from parbench.dtypes import torch_dtype
 
 
 def mixed_precision_policy(cfg: Config) -> MixedPrecisionPolicy:
@@ -37,6 +31,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
         fully_shard(part, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
     pmodel.handles_mixed_precision = True
     return pmodel
-
-
-STRATEGIES.register("fsdp")(Strategy(order=60, enabled=enabled, apply=apply))

@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from parbench.models import to_empty_keeping_ties
+from parbench.models.build import to_empty_keeping_ties
 
 
 def init_pieces(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:

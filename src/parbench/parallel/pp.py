@@ -21,8 +21,9 @@ from torch.distributed.pipelining import (
 from parbench.config.schema import Config
 from parbench.metrics.timing import BusyTimer
 from parbench.models.moe import MoE
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
+from parbench.parallel.specs import MULTI_STAGE_SCHEDULES
 
 SCHEDULES = {
     "gpipe": ScheduleGPipe,
@@ -30,7 +31,6 @@ SCHEDULES = {
     "interleaved_1f1b": ScheduleInterleaved1F1B,
     "zero_bubble": ScheduleInterleavedZeroBubble,
 }
-MULTI_STAGE_SCHEDULES = ("interleaved_1f1b", "zero_bubble")
 # Modules only the first / last stage runs (absent ones are skipped: gpt2 has pos_embeddings).
 FIRST_STAGE_MODULES = ("tok_embeddings", "pos_embeddings")
 LAST_STAGE_MODULES = ("norm", "output")
@@ -137,10 +137,6 @@ class PipelineRunner:
         return {"bubble_pct": 100.0 * self.timer.idle_fraction()}
 
 
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return dims.pp > 1
-
-
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     (model,) = pmodel.parts
     p = cfg.parallel
@@ -159,4 +155,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # First: every other strategy applies to each stage part.
-STRATEGIES.register("pp")(Strategy(order=5, enabled=enabled, apply=apply))

@@ -29,12 +29,8 @@ from torch.distributed.tensor.parallel import (
 
 from parbench.config.schema import Config
 from parbench.models.moe import MoE
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
-
-
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return dims.tp > 1
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
 
 
 def outer_plan(model: nn.Module, sp: bool) -> dict[str, ParallelStyle]:
@@ -104,4 +100,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # First: the plans name the plain modules, before checkpoint, pipeline or data-parallel wrappers.
-STRATEGIES.register("tp")(Strategy(order=10, enabled=enabled, apply=apply))

@@ -7,76 +7,21 @@ deepspeed is an optional extra; nothing here imports it until a zero strategy is
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import os
 from typing import Any
 
 import torch
 
-from parbench.config import ConfigError
+from parbench.config.batch import local_batch
 from parbench.config.schema import Config, ZeroConfig
 from parbench.metrics.memory import reset_peak_memory
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, Strategy
-from parbench.parallel.dims import ParallelDims
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel
 
-INSTALL_HINT = "pip install -e '.[deepspeed]'"
 # parbench's workload.optimizer -> DeepSpeed's optimizer type (torch.optim.<type> for SGD).
 OPTIMIZER_TYPES = {"adamw": "AdamW", "sgd": "SGD"}
-STAGES = (0, 1, 2, 3)
 NEVER = 10**9  # steps_per_print: parbench reports the steps itself
-
-
-def deepspeed_installed() -> bool:
-    return importlib.util.find_spec("deepspeed") is not None
-
-
-def require_deepspeed(what: str) -> None:
-    """Refuse, before anything is launched, a config that needs DeepSpeed where it is not installed."""
-    if not deepspeed_installed():
-        raise ConfigError(f"{what} needs DeepSpeed, which is not installed here: {INSTALL_HINT} "
-                          "(or pip install deepspeed), or choose a torch-native strategy such as parallel=fsdp")
-
-
-def enabled(dims: ParallelDims, cfg: Config) -> bool:
-    return cfg.parallel.zero.stage is not None
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    """What the DeepSpeed engine supports as parbench wires it: data parallel over every rank."""
-    z, name = cfg.parallel.zero, f"parallel={cfg.parallel.name}"
-    if z.stage is None:
-        return
-    require_deepspeed(name)
-    if z.stage not in STAGES:
-        raise ConfigError(f"parallel.zero.stage={z.stage}: use one of {', '.join(map(str, STAGES))} "
-                          "(or null for the torch-native strategies)")
-    others = {k: v for k, v in dims.as_dict().items() if k != "dp" and v != 1}
-    if others:
-        raise ConfigError(f"{name} shards over every rank as data parallel, and the layout also has "
-                          f"{', '.join(f'parallel.{k}={v}' for k, v in others.items())}: set those to 1 "
-                          "(parallel.dp=-1), or use the torch-native strategies for 2D/3D layouts")
-    if z.offload_param and z.stage != 3:
-        raise ConfigError(f"parallel.zero.offload_param=true needs parallel.zero.stage=3 (got {z.stage}): "
-                          "only ZeRO-3 partitions parameters; use parallel=zero3_offload")
-    if z.offload_optimizer and z.stage == 0:
-        raise ConfigError("parallel.zero.offload_optimizer=true needs parallel.zero.stage>=1 "
-                          "(stage 0 keeps no partitioned optimizer to offload)")
-    if z.communication_data_type not in (None, "fp32", "bf16", "fp16"):
-        raise ConfigError(f"parallel.zero.communication_data_type={z.communication_data_type!r}: "
-                          "use null, fp32, bf16 or fp16")
-    w = cfg.workload
-    if w.name != "train":
-        raise ConfigError(f"{name} applies to workload=train (got workload={w.name}): use another parallel "
-                          "layout, e.g. parallel=dp")
-    if w.optimizer not in OPTIMIZER_TYPES:
-        raise ConfigError(f"workload.optimizer={w.optimizer!r} with {name}: use one of {', '.join(OPTIMIZER_TYPES)}")
-    if w.compile:
-        raise ConfigError(f"workload.compile=true with {name}: DeepSpeed compiles through its own "
-                          "engine.compile(), which parbench does not drive; set workload.compile=false")
-    if w.init == "meta":
-        raise ConfigError(f"workload.init=meta with {name}: deepspeed.initialize partitions materialised "
-                          "weights; use workload.init=auto (or full)")
 
 
 def optimizer_config(cfg: Config) -> dict[str, Any]:
@@ -118,8 +63,6 @@ def zero_optimization(z: ZeroConfig, device_type: str) -> dict[str, Any]:
 def deepspeed_config(cfg: Config, env: DistEnv) -> dict[str, Any]:
     """The DeepSpeed config dict of this job: one micro-batch per step, no gradient accumulation
     or clipping (as every parbench strategy), the workload's dtype."""
-    from parbench.workloads.train import local_batch  # the workloads import the strategies
-
     w, z = cfg.workload, cfg.parallel.zero
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": local_batch(w, env.dims),
@@ -176,4 +119,3 @@ def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
 
 
 # Last: it wraps the model that activation checkpointing (40) has rewritten.
-STRATEGIES.register("zero")(Strategy(order=70, enabled=enabled, apply=apply))

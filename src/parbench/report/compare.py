@@ -12,7 +12,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 
-from parbench.report.plots import BREAKDOWN, runs_breakdown_plot
+from parbench.metrics.plots import BREAKDOWN, runs_breakdown_plot
 from parbench.report.summary import format_runs
 
 COLUMNS = ("step_time_s", "step_time_s_ci_low", "step_time_s_ci_high", "throughput_tokens_per_s", "mfu",

@@ -139,19 +139,6 @@ def plot_throughput_bars(runs: pd.DataFrame, path: Path) -> Path | None:
     return save(fig, path)
 
 
-def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path) -> Path:
-    """One pie of op-type shares per phase (prefill, decode)."""
-    fig, axes = plt.subplots(1, len(shares), figsize=(6.5 * len(shares), 5))
-    for ax, (phase, table) in zip(np.atleast_1d(axes), shares.items()):
-        # Percentages on slices of 5% or more (smaller ones would overlap); the legend has all.
-        wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False,
-                            autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": 9})
-        ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=8, loc="center left",
-                  bbox_to_anchor=(1.0, 0.5))
-        ax.set_title(f"{phase}: share of op time")
-    return save(fig, path)
-
-
 def save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)

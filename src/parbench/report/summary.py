@@ -6,6 +6,8 @@ import re
 
 import pandas as pd
 
+from parbench.fmt import format_metric
+
 # Shown when present, in this order; the rest of a run lives in MLflow.
 TABLE_METRICS = ("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
                  "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "bubble_pct",
@@ -30,17 +32,34 @@ def sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_runs(table: pd.DataFrame, title: str) -> str:
-    body = table.to_string(index=False, float_format=lambda v: f"{v:.4g}") if len(table) else "(no runs)"
+    shown = _formatted(table)
+    body = shown.to_string(index=False) if len(shown) else "(no runs)"
     rule = "=" * min(120, max(len(title), max((len(line) for line in body.splitlines()), default=0)))
     return f"\n{rule}\n{title}\n{rule}\n{body}\n"
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """The same table as format_runs, as Markdown (the MLflow UI renders a run's description)."""
+    shown = _formatted(table)
+    rows = [list(shown.columns), ["---"] * len(shown.columns), *shown.astype(str).values.tolist()]
+    return "\n".join("| " + " | ".join(str(cell).replace("|", "/") for cell in row) + " |" for row in rows)
 
 
 def metrics_table(metrics: dict[str, float], keys: tuple[str, ...]) -> str:
     """Two columns, metric and value, for one run; a `*` in a key matches one `/`-separated segment."""
     rows = [(k, metrics[k]) for key in keys for k in metrics if re.fullmatch(_pattern(key), k)]
     width = max((len(k) for k, _ in rows), default=10)
-    return "\n".join(f"  {k:<{width}}  {v:.4g}" for k, v in rows)
+    return "\n".join(f"  {k:<{width}}  {format_metric(k, v)}" for k, v in rows)
 
 
 def _pattern(key: str) -> str:
     return "[^/]*".join(re.escape(part) for part in key.split("*"))
+
+
+def _formatted(table: pd.DataFrame) -> pd.DataFrame:
+    """Each metric column in its unit; columns empty everywhere left out."""
+    shown = table.dropna(axis=1, how="all").copy()
+    for column in shown.columns:
+        if pd.api.types.is_numeric_dtype(shown[column]):
+            shown[column] = [format_metric(column, v) for v in shown[column]]
+    return shown

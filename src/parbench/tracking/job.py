@@ -10,10 +10,8 @@ from parbench import __version__
 from parbench.config import resolve
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
-from parbench.metrics.profile import PROFILE_DIR
-from parbench.paths import git_sha
+from parbench.paths import PROFILE_DIR, RESULTS_FILE, STEPS_FILE, git_sha
 from parbench.tracking.store import Store, read_json
-from parbench.workloads.reporting import RESULTS_FILE, STEPS_FILE
 
 LOG_FILE = "worker.log"
 
@@ -23,13 +21,14 @@ class JobRun:
         self.store, self.run_id = store, run_id
 
     @classmethod
-    def start(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], parent_id: str | None,
-              job_dir: Path) -> "JobRun":
+    def start(cls, cfg: Config, plan: dict, name: str, choices: dict[str, str], overrides: list[str],
+              parent_id: str | None, job_dir: Path) -> "JobRun":
         store = Store(cfg.tracking.uri, cfg.tracking.experiment)
         sha = git_sha()
         tags = {**{f"choice.{k}": v for k, v in choices.items()}, "git_sha": sha,
                 "mlflow.source.git.commit": sha.removesuffix("-dirty"), "parbench_version": __version__,
-                "orchestrator_host": socket.gethostname(), "job_dir": str(job_dir.resolve())}
+                "orchestrator_host": socket.gethostname(), "job_dir": str(job_dir.resolve()),
+                "overrides": " ".join(overrides)}
         run = cls(store, store.create_run(name, tags, parent_id))
         store.log_params(run.run_id, resolve.flatten(resolve.as_dict(cfg)))
         store.log_metrics(run.run_id, {f"plan_{k}": v for k, v in resolve.flatten(plan).items()

@@ -16,6 +16,8 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 T = TypeVar("T")
+# MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI traces overview).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 BATCH = 100  # MLflow's limit on params per log_batch call (metrics: 1000)
 
 
@@ -59,12 +61,14 @@ class Store:
 
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        try:
-            return self.client.create_experiment(name, artifact_location=self.artifact_root)
-        except MlflowException:  # created meanwhile by a concurrent job
-            return self.client.get_experiment_by_name(name).experiment_id
+        if found is None:
+            try:
+                return self.client.create_experiment(name, artifact_location=self.artifact_root, tags=EXPERIMENT_KIND)
+            except MlflowException:  # created meanwhile by a concurrent job
+                found = self.client.get_experiment_by_name(name)
+        if found.tags.get("mlflow.experimentKind") is None:  # a store made before parbench tagged it
+            self.client.set_experiment_tag(found.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+        return found.experiment_id
 
     def create_run(self, name: str, tags: dict[str, str], parent_id: str | None = None) -> str:
         tags = {**tags, MLFLOW_RUN_NAME: name}

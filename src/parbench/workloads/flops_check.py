@@ -16,45 +16,22 @@ It never sees ops written as Tensor operators (residual adds, the SwiGLU product
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from parbench.config import ConfigError
-from parbench.config.schema import Config, ParallelConfig
+from parbench.config.schema import Config
 from parbench.metrics import flops
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 from parbench.models.llama import Attention
-from parbench.parallel import DistEnv, token_cross_entropy, zero
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec, all_ones, check_fields
-from parbench.workloads.dtypes import torch_dtype
+from parbench.distenv import DistEnv
+from parbench.parallel import zero
+from parbench.parallel.model import token_cross_entropy
+from parbench.dtypes import torch_dtype
 from parbench.workloads.reporting import StepReporter
 
 PROFILE_FILE = "flops_profile.txt"  # DeepSpeed's per-module table
-
-
-@dataclass
-class FlopsCheckWorkload:
-    name: str = "flops_check"
-    batch_size: int = 2
-    seq_len: int = 64
-    dtype: str = "auto"  # the forward runs under autocast in this dtype (counts do not depend on it)
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w = cfg.workload
-    check_fields(w, positive=("batch_size", "seq_len"))
-    zero.require_deepspeed("workload=flops_check (DeepSpeed's flops profiler)")
-    if w.seq_len > cfg.model.max_seq_len:
-        raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
-                          "shorten the sequence or raise model.max_seq_len")
-
-
-def job_parallel(cfg: Config) -> ParallelConfig:
-    return all_ones(cfg.parallel)  # the plain model in one process
 
 
 def analytical(cfg: Config, model: nn.Module) -> dict[str, float]:
@@ -115,11 +92,3 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     metrics = {**ours, **theirs, **compare(ours, theirs)}
     reporter.step(0, 1, "profile", **{k: metrics[k] for k in ("flops_per_token_nocausal", "ds_flops_per_token")})
     return {"metrics": metrics, "artifacts": [PROFILE_FILE]}
-
-
-WORKLOADS.register("flops_check")(WorkloadSpec(
-    schema=FlopsCheckWorkload, run=run, validate=validate, job_parallel=job_parallel,
-    summary_metrics=("flops_per_token", "flops_per_token_nocausal", "matmul_flops_per_token",
-                     "ds_flops_per_token", "ds_matmul_flops_per_token", "ds_elementwise_flops_per_token",
-                     "ds_matmul_diff_per_token", "ds_flops_diff_per_token", "ds_flops_diff_pct"),
-))

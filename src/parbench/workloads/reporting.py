@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-STEPS_FILE = "steps.jsonl"
-RESULTS_FILE = "results.json"
+from parbench.paths import RESULTS_FILE, STEPS_FILE
+
 STARTED = time.monotonic()  # the worker imports this module first thing
 
 

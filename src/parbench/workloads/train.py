@@ -6,7 +6,6 @@ import statistics
 import time
 from collections import deque
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -14,89 +13,22 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from parbench.config import ConfigError
-from parbench.config.hardware import require_peak
+from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.schema import Config
 from parbench.metrics import flops
 from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
 from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 from parbench.models.moe import MoE
-from parbench.parallel import STRATEGIES, DistEnv, ParallelModel, parallelize
+from parbench.distenv import DistEnv
+from parbench.parallel.model import ParallelModel, parallelize
+from parbench.parallel.specs import STRATEGIES
 from parbench.parallel.cp import held_positions
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec, check_fields
-from parbench.workloads.dtypes import torch_dtype
+from parbench.config.dims import ParallelDims
+from parbench.dtypes import torch_dtype
 from parbench.workloads.reporting import StepReporter
-
-AC_MODES = ("none", "full", "selective")
-OPTIMIZERS = ("adamw", "sgd")
-INIT_MODES = ("auto", "full", "meta")
-
-
-@dataclass
-class TrainWorkload:
-    name: str = "train"
-    batch_size: int = 4  # per data-parallel rank; a step sees batch_size * dp * fsdp sequences
-    # Sequences per step over all data-parallel ranks (strong scaling); set, it replaces batch_size.
-    global_batch_size: int | None = None
-    seq_len: int = 64
-    steps: int = 8  # measured steps, after the warm-up
-    warmup_steps: int = 2
-    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
-    activation_checkpointing: str = "none"  # none | full | selective
-    compile: bool = False  # torch.compile each transformer block
-    lr: float = 3e-4
-    # adamw | sgd: plain SGD moves each weight by lr x its gradient, so a mis-scaled gradient shows
-    # in the loss (AdamW normalises the scale away); the exactness tests use it.
-    optimizer: str = "adamw"
-    init: str = "auto"  # full: whole model per rank then shard; meta: shard first (big models)
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w = cfg.workload
-    check_fields(w, positive=("batch_size", "seq_len", "steps"), non_negative=("warmup_steps",))
-    require_peak(cfg.hardware, w.dtype)  # for MFU
-    if w.activation_checkpointing not in AC_MODES:
-        raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
-                          f"use one of {', '.join(AC_MODES)}")
-    if w.optimizer not in OPTIMIZERS:
-        raise ConfigError(f"workload.optimizer={w.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
-    if w.init not in INIT_MODES:
-        raise ConfigError(f"workload.init={w.init!r}: use one of {', '.join(INIT_MODES)}")
-    if w.init == "meta" and dims.dp > 1 and dims.fsdp == 1:
-        raise ConfigError(f"workload.init=meta with DDP (parallel.dp={dims.dp}, fsdp=1): DDP broadcasts "
-                          "materialised weights; use workload.init=full or shard with parallel.fsdp")
-    if w.compile and cfg.model.experts:
-        raise ConfigError(f"workload.compile=true with an MoE model ({cfg.model.experts} experts): the dropless "
-                          "dispatch sizes its per-expert splits from the routing (data-dependent), which a "
-                          "full-graph block compile cannot trace; set workload.compile=false")
-    if w.seq_len > cfg.model.max_seq_len:
-        raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
-                          "shorten the sequence or raise model.max_seq_len")
-    if w.global_batch_size is not None and (w.global_batch_size <= 0 or w.global_batch_size % dims.data_parallel):
-        raise ConfigError(f"workload.global_batch_size={w.global_batch_size} must be a positive multiple of "
-                          f"the data-parallel degree dp*fsdp={dims.data_parallel}")
-    if dims.pp > 1 and local_batch(w, dims) % cfg.parallel.pp_microbatches:
-        raise ConfigError(f"the batch per data-parallel rank ({local_batch(w, dims)}) is not divisible by "
-                          f"parallel.pp_microbatches={cfg.parallel.pp_microbatches}")
-    if dims.cp > 1 and w.seq_len % (2 * dims.cp):
-        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by 2*cp={2 * dims.cp} "
-                          "(context parallel splits the sequence into 2*cp load-balanced chunks)")
-    if cfg.parallel.sp and (w.seq_len // dims.cp) % dims.tp:
-        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by cp*tp={dims.cp * dims.tp}: "
-                          "sequence parallel splits each rank's sequence over the tp ranks "
-                          "(or set parallel.sp=false)")
-
-
-def local_batch(w: TrainWorkload, dims: ParallelDims) -> int:
-    """Sequences per data-parallel rank and step."""
-    return w.global_batch_size // dims.data_parallel if w.global_batch_size else w.batch_size
-
-
-def tokens_per_step(cfg: Config, dims: ParallelDims) -> int:
-    return local_batch(cfg.workload, dims) * dims.data_parallel * cfg.workload.seq_len
+from parbench.workloads.specs.train import TrainWorkload
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -299,11 +231,3 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
     }
     return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest},
             "tags": {**profiler.tags, **pmodel.notes}}
-
-
-WORKLOADS.register("train")(WorkloadSpec(
-    schema=TrainWorkload, run=run, validate=validate, plan=plan,
-    summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "bubble_pct",
-                     "bubble_pct_theory", "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
-))

@@ -1,88 +1,17 @@
 """Inference workload: fixed-length prompts, prefill then greedy decode of a fixed number of tokens,
-measured with vLLM's definitions (TTFT, TPOT, ITL, E2E). Engines: `native` (parbench's model with a
-KV cache under tp/pp on its own torchrun ranks) and `vllm` (vLLM's LLM engine, one process that
-starts vLLM's own workers)."""
+measured with vLLM's definitions (TTFT, TPOT, ITL, E2E). Its config, checks and engine table are in
+parbench.workloads.specs.inference; the engines are native.py and vllm_engine/."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
-
 from parbench.config import ConfigError
-from parbench.config.schema import Config, ParallelConfig
+from parbench.config.dims import ParallelDims
+from parbench.config.schema import Config
+from parbench.dtypes import torch_dtype
 from parbench.metrics.memory import GB
-from parbench.models import build_model, count_params
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.registry import Registry
-from parbench.workloads import WORKLOADS, WorkloadSpec, check_fields
-from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference.latency import SUMMARY_METRICS, decode_bytes_per_step, kv_bytes_per_position
-from parbench.workloads.reporting import StepReporter
-
-
-@dataclass
-class VllmOptions:
-    """Settings only the vllm engine reads."""
-
-    model: Optional[str] = None  # HF model dir or name; None: a random model of `model=` saved in the job dir
-    kv_cache_gb: float = 1.0  # KV cache space (the CPU backend's default asks for most of the RAM)
-    enforce_eager: bool = True  # false: vLLM compiles (and captures CUDA graphs on GPU); slow to start on CPU
-    gpu_memory_utilization: float = 0.9
-
-
-@dataclass
-class InferenceWorkload:
-    name: str = "inference"
-    engine: str = "native"  # native | vllm
-    input_len: int = 64  # prompt tokens per request
-    output_len: int = 16  # generated tokens per request (ignore_eos: always this many)
-    batch_size: int = 4  # requests decoded together
-    repeats: int = 5  # measured batches
-    warmup: int = 1  # batches run before measuring
-    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
-    profile: bool = True  # one extra batch under torch.profiler: op-type shares of prefill and decode
-    verify: bool = False  # native: decode the first measured batch again without the KV cache, count mismatches
-    cuda_graph: bool = False  # native: each decode step replays a captured CUDA graph (CUDA, dense, no pp)
-    vllm: VllmOptions = field(default_factory=VllmOptions)
-
-
-@dataclass(frozen=True)
-class Engine:
-    run: Callable[[Config, DistEnv, StepReporter], dict]
-    # Degrees of parbench's own torchrun job (vLLM: one process; it starts its own workers).
-    job_parallel: Callable[[Config], ParallelConfig]
-    check: Callable[[Config], None] = lambda cfg: None  # engine-specific ConfigError checks
-    joins_process_group: bool = True  # False: the engine sets up torch.distributed itself
-
-
-ENGINES: Registry[Engine] = Registry("inference engine", "workload.engine")
-
-
-def model_parallel_only(cfg: Config) -> ParallelConfig:
-    """tp*pp ranks: inference here shards one model replica; a -1 (inferred) dp/fsdp means 1."""
-    p = cfg.parallel
-    return replace(p, dp=1 if p.dp == -1 else p.dp, fsdp=1 if p.fsdp == -1 else p.fsdp)
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w = cfg.workload
-    check_fields(w, positive=("input_len", "output_len", "batch_size", "repeats"), non_negative=("warmup",))
-    if w.engine not in ENGINES:
-        raise ConfigError(f"workload.engine={w.engine!r}: use one of {', '.join(ENGINES.names())}")
-    if w.cuda_graph and w.engine != "native":
-        raise ConfigError("workload.cuda_graph is the native engine's option; vLLM captures CUDA graphs itself "
-                          "unless workload.vllm.enforce_eager=true: set workload.vllm.enforce_eager=false instead")
-    p = model_parallel_only(cfg)
-    extra = {n: getattr(p, n) for n in ("dp", "fsdp", "cp", "ep") if getattr(p, n) != 1}
-    if extra or p.sp:
-        raise ConfigError(f"workload=inference shards one model replica with tp and pp only, and got "
-                          f"{extra or 'parallel.sp=true'}: use parallel=tp or parallel=pp (or set those to 1)")
-    if w.input_len + w.output_len > cfg.model.max_seq_len:
-        raise ConfigError(f"workload.input_len + workload.output_len = {w.input_len + w.output_len} exceeds "
-                          f"model.max_seq_len={cfg.model.max_seq_len}: raise model.max_seq_len "
-                          "(the RoPE table length) or shorten the request")
-    ENGINES.get(w.engine).check(cfg)
+from parbench.models.build import build_model, count_params
+from parbench.workloads.inference.latency import decode_bytes_per_step, kv_bytes_per_position
+from parbench.workloads.specs.vllm_engine import kv_cache_gb_per_worker, parbench_shape
 
 
 def memory_per_device_gb(cfg: Config) -> dict[str, float]:
@@ -96,27 +25,29 @@ def memory_per_device_gb(cfg: Config) -> dict[str, float]:
             "kv_cache_per_device_gb": kv_cache / devices / GB}
 
 
+def check_fits(cfg: Config, memory: dict[str, float]) -> None:
+    """Weights and KV cache alone must fit the device memory (activations come on top); vLLM on a
+    GPU gets gpu_memory_utilization of it and keeps whole KV blocks."""
+    hw, w = cfg.hardware, cfg.workload
+    weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
+    if w.engine == "native" and hw.memory_gb and weights + kv_cache > hw.memory_gb:
+        raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
+                          f"hardware.memory_gb={hw.memory_gb} of {hw.name}: lower workload.batch_size or "
+                          "input_len, or raise tp/pp")
+    if w.engine == "vllm" and hw.device_type == "cuda" and hw.memory_gb and w.vllm.model is None:
+        kv_cache = kv_cache_gb_per_worker(cfg, parbench_shape(cfg))
+        usable = hw.memory_gb * w.vllm.gpu_memory_utilization
+        if weights + kv_cache > usable:
+            raise ConfigError(f"weights ({weights:.1f} GB) + the batch's KV cache ({kv_cache:.1f} GB) per GPU exceed "
+                              f"workload.vllm.gpu_memory_utilization x hardware.memory_gb = {usable:.1f} GB: lower "
+                              "workload.batch_size or the lengths, or raise tp/pp")
+
+
 def plan(cfg: Config, dims: ParallelDims) -> dict:
     w = cfg.workload
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weights, kv_read = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
+    memory = memory_per_device_gb(cfg)
+    check_fits(cfg, memory)
     return {"engine": w.engine, "model_devices": cfg.parallel.tp * cfg.parallel.pp,
-            "weight_bytes_per_step": weights, "kv_bytes_per_step": kv_read, **memory_per_device_gb(cfg)}
-
-
-def job_parallel(cfg: Config) -> ParallelConfig:
-    return ENGINES.get(cfg.workload.engine).job_parallel(cfg)
-
-
-def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
-    return ENGINES.get(cfg.workload.engine).run(cfg, env, reporter)
-
-
-WORKLOADS.register("inference")(WorkloadSpec(
-    schema=InferenceWorkload, run=run, validate=validate, plan=plan, summary_metrics=SUMMARY_METRICS,
-    job_parallel=job_parallel, joins_process_group=lambda cfg: ENGINES.get(cfg.workload.engine).joins_process_group,
-))
-
-# Importing the engine modules registers them.
-from parbench.workloads.inference import native, vllm_engine  # noqa: E402,F401
-
+            "weight_bytes_per_step": weights, "kv_bytes_per_step": kv_read, **memory}

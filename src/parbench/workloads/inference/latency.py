@@ -20,8 +20,6 @@ from parbench.metrics.timing import percentile
 from parbench.models import ParamCounts
 
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
-SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
-                   "output_tokens_per_s", "requests_per_s", "mbu", "mem_weights_gb", "mem_kv_cache_gb")
 
 
 @dataclass(frozen=True)

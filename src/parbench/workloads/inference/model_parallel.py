@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models import build_model
+from parbench.models.build import build_model
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import FeedForward, Transformer, init_module
-from parbench.parallel import DistEnv
+from parbench.distenv import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
 from parbench.workloads.inference.cuda_graph import DecodeGraph
 

@@ -15,18 +15,16 @@ import torch.distributed as dist
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
 from parbench.metrics.timing import device_synchronize
-from parbench.models import build_model, count_params
+from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import Attention, FeedForward
 from parbench.models.moe import MoE
-from parbench.parallel import DistEnv
-from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference import ENGINES, Engine, memory_per_device_gb, model_parallel_only
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
@@ -188,7 +186,7 @@ def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
 
 def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
     """The breakdown as a CSV table and a pie per phase; their file names, for the run's artifacts."""
-    from parbench.report.inference import plot_phase_pies
+    from parbench.metrics.plots import plot_phase_pies
 
     categories = sorted({c for table in shares.values() for c in table})
     lines = ["category," + ",".join(shares)]
@@ -196,40 +194,3 @@ def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> li
     (job_dir / OPS_CSV).write_text("\n".join(lines) + "\n")
     plot_phase_pies(shares, job_dir / OPS_PNG)
     return [OPS_CSV, OPS_PNG]
-
-
-def cuda_graph_blocker(cfg: Config) -> str | None:
-    """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
-    shapes, which a graph cannot replay; a capture without warm-up batches would be timed."""
-    if cfg.hardware.device_type != "cuda":
-        return f"it needs a CUDA device (got {cfg.hardware.device_type})"
-    if cfg.model.experts:
-        return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
-    if cfg.parallel.pp > 1:
-        return f"capture under pipeline stages (parallel.pp={cfg.parallel.pp}) is not supported yet"
-    if cfg.workload.warmup < 1:
-        return "the graph is captured in the first batch, so set workload.warmup >= 1 to keep that out of the timing"
-    return None
-
-
-def check_native(cfg: Config) -> None:
-    """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model;
-    weights and KV cache alone must fit the device memory (activations come on top)."""
-    if cfg.workload.cuda_graph and (blocker := cuda_graph_blocker(cfg)):
-        raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false")
-    tp = cfg.parallel.tp
-    if cfg.model.vocab % tp:
-        raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
-                          "engine splits the embedding and the output head evenly over the tp ranks")
-    hw = cfg.hardware
-    if not hw.memory_gb:
-        return
-    memory = memory_per_device_gb(cfg)
-    weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
-    if weights + kv_cache > hw.memory_gb:
-        raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
-                          f"hardware.memory_gb="
-                          f"{hw.memory_gb} of {hw.name}: lower workload.batch_size or input_len, or raise tp/pp")
-
-
-ENGINES.register("native")(Engine(run=run_native, job_parallel=model_parallel_only, check=check_native))

@@ -1,5 +1,2 @@
-"""Microbenchmarks: what the hardware can do before any model runs (matmul, collectives, p2p,
-membw, tp_linear, topology). Each module registers one workload; they ignore model and parallel."""
-
-# Importing the modules registers them.
-from parbench.workloads.microbench import collectives, matmul, membw, p2p, topology, tp_linear  # noqa: F401
+"""Microbenchmarks (nccl-tests and roofline style), one module each; their configs and checks are in
+parbench.workloads.specs.microbench."""

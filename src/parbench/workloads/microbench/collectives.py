@@ -12,38 +12,22 @@ every element is checked; any wrong element makes the run FAILED."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_batch
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
-from parbench.workloads.dtypes import DTYPES, torch_dtype
+from parbench.distenv import DistEnv
+from parbench.config.dims import ParallelDims
+from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
-from parbench.workloads.microbench.common import (GB, check_iterations, gather_floats, human_size, largest,
-                                                  size_sweep)
+from parbench.workloads.microbench.common import gather_floats, largest
+from parbench.workloads.specs.microbench import GB, human_size, size_sweep
 from parbench.workloads.reporting import StepReporter
-
-
-@dataclass
-class CollectivesWorkload:
-    name: str = "collectives"
-    ops: List[str] = field(default_factory=lambda: ["all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                                    "broadcast", "send_recv"])
-    begin: str = "1K"  # first message size: bytes, or with K/M/G (binary units)
-    end: str = "1M"  # last message size (inclusive)
-    factor: int = 2  # each size is the previous times factor
-    dtype: str = "fp32"  # nccl-tests' default is float
-    warmup_iters: int = 5
-    iters: int = 20
-    verify: bool = True
 
 
 @dataclass(frozen=True)
@@ -124,25 +108,6 @@ def element_count(op: Collective, size_bytes: int, itemsize: int, n: int) -> int
 def sweep_sizes(cfg: Config) -> list[int]:
     w = cfg.workload
     return size_sweep(w.begin, w.end, w.factor)
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w = cfg.workload
-    unknown = [op for op in w.ops if op not in COLLECTIVES]
-    if unknown or not w.ops:
-        raise ConfigError(f"workload.ops={list(w.ops)}: choose among {', '.join(COLLECTIVES)}")
-    if w.dtype not in DTYPES:
-        raise ConfigError(f"workload.dtype={w.dtype!r}: use one of {', '.join(DTYPES)}")
-    check_iterations(w)
-    sizes = sweep_sizes(cfg)
-    n, itemsize = dims.world_size, torch_dtype(w.dtype).itemsize
-    if "send_recv" in w.ops and n < 2:
-        raise ConfigError("workload.ops has send_recv, which needs at least 2 ranks: set hardware.gpus_per_node>=2 "
-                          "or drop send_recv from workload.ops")
-    smallest_split = n * itemsize if any(COLLECTIVES[op].chunks for op in w.ops) else itemsize
-    if sizes[0] < smallest_split:
-        raise ConfigError(f"workload.begin={w.begin} is smaller than one {w.dtype} element per rank "
-                          f"({smallest_split} bytes for {n} ranks): raise workload.begin")
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -245,9 +210,3 @@ def format_table(points: dict[str, list[dict[str, float]]], title: str) -> str:
         lines += [f"  {name:>14} {human_size(int(r['size_bytes'])):>10} {r['time_us']:>11.2f} {r['algbw_gbps']:>12.3f} "
                   f"{r['busbw_gbps']:>12.3f} {int(r['wrong_elements']):>7}" for r in rows]
     return "\n".join(lines)
-
-
-WORKLOADS.register("collectives")(WorkloadSpec(
-    schema=CollectivesWorkload, run=run, validate=validate, plan=plan, uses_model=False,
-    summary_metrics=("busbw_gbps/*", "algbw_gbps/*", "busbw_gbps_avg", "wrong_elements"),
-))

@@ -11,48 +11,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
-from typing import List
 
 import torch
 
-from parbench.config import ConfigError
-from parbench.config.hardware import require_peak
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_each
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
-from parbench.workloads.dtypes import DTYPES
+from parbench.distenv import DistEnv
+from parbench.config.dims import ParallelDims
+from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
-from parbench.workloads.microbench.common import check_iterations, parse_size, rank_mean
+from parbench.workloads.microbench.common import rank_mean
+from parbench.workloads.specs.microbench import parse_size
 from parbench.workloads.reporting import StepReporter
-
-MATMUL_DTYPES = (*DTYPES, "tf32")  # tf32: fp32 tensors on TF32 tensor cores
-
-
-@dataclass
-class MatmulWorkload:
-    name: str = "matmul"
-    shapes: List[List[int]] = field(default_factory=lambda: [[n, n, n] for n in (1024, 2048, 4096, 8192)])  # [M, K, N]
-    dtype: str = "auto"  # bf16 on GPU, fp32 on CPU; or fp32, tf32, bf16, fp16
-    warmup_iters: int = 10
-    iters: int = 50
-    rotate_bytes: str = "512M"  # total size of the rotated input pairs
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w = cfg.workload
-    if w.dtype not in MATMUL_DTYPES:
-        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(MATMUL_DTYPES)}")
-    if w.dtype == "tf32" and cfg.hardware.device_type != "cuda":
-        raise ConfigError("workload.dtype=tf32 needs NVIDIA GPUs: use fp32 on CPU")
-    require_peak(cfg.hardware, w.dtype)
-    if not w.shapes or any(len(s) != 3 or min(s) <= 0 for s in w.shapes):
-        raise ConfigError(f"workload.shapes={w.shapes}: give a list of [M, K, N] with positive sizes, "
-                          "e.g. workload.shapes=[[4096,4096,4096]]")
-    check_iterations(w)
-    parse_size(w.rotate_bytes, "rotate_bytes")
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -62,7 +32,7 @@ def plan(cfg: Config, dims: ParallelDims) -> dict:
 def set_matmul_dtype(name: str) -> torch.dtype:
     """The tensor dtype; tf32 runs on fp32 tensors with TF32 tensor cores allowed (fp32 without)."""
     torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
-    return torch.float32 if name == "tf32" else DTYPES[name]
+    return torch.float32 if name == "tf32" else torch_dtype(name)
 
 
 def shape_name(shape: list[int]) -> str:
@@ -114,9 +84,3 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         ordered = sorted(points, key=lambda p: p["flops"])
         results["artifacts"] = [plots.matmul_tflops(reporter.job_dir / "matmul_tflops.png", ordered, peak, title)]
     return results
-
-
-WORKLOADS.register("matmul")(WorkloadSpec(
-    schema=MatmulWorkload, run=run, validate=validate, plan=plan, uses_model=False,
-    summary_metrics=("matmul_tflops", "matmul_peak_fraction", "matmul_tflops_max", "matmul_tflops/*"),
-))

@@ -8,34 +8,17 @@ Small sizes fit in L2 (or the CPU caches) and show the cache's bandwidth, not DR
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 
 import torch
 
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_each
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
+from parbench.distenv import DistEnv
+from parbench.config.dims import ParallelDims
 from parbench.workloads.microbench import plots
-from parbench.workloads.microbench.common import GB, check_iterations, largest, rank_mean, size_sweep
+from parbench.workloads.microbench.common import largest, rank_mean
+from parbench.workloads.specs.microbench import GB, size_sweep
 from parbench.workloads.reporting import StepReporter
-
-
-@dataclass
-class MembwWorkload:
-    name: str = "membw"
-    begin: str = "1M"  # first copy size: bytes, or with K/M/G (binary units)
-    end: str = "1G"
-    factor: int = 4
-    warmup_iters: int = 5
-    iters: int = 20
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w = cfg.workload
-    size_sweep(w.begin, w.end, w.factor)
-    check_iterations(w)
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -69,9 +52,3 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         results["artifacts"] = [plots.bandwidth_vs_size(reporter.job_dir / "membw.png", {"copy": points},
                                                         ("membw_gbps",), title)]
     return results
-
-
-WORKLOADS.register("membw")(WorkloadSpec(
-    schema=MembwWorkload, run=run, validate=validate, plan=plan, uses_model=False,
-    summary_metrics=("membw_gbps", "membw_peak_fraction", "membw_gbps/*"),
-))

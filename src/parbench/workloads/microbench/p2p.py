@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,30 +20,11 @@ import torch.distributed as dist
 
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_each
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
+from parbench.distenv import DistEnv
+from parbench.config.dims import ParallelDims
 from parbench.workloads.microbench import plots
-from parbench.workloads.microbench.common import GB, check_iterations, parse_size, require_gpus
+from parbench.workloads.specs.microbench import GB, parse_size
 from parbench.workloads.reporting import StepReporter
-
-
-@dataclass
-class P2pWorkload:
-    name: str = "p2p"
-    size: str = "256M"  # bytes per copy, or with K/M/G (binary units)
-    warmup_iters: int = 3
-    iters: int = 10
-    bidirectional: bool = True
-    host: bool = True  # also pinned host <-> device
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    require_gpus(cfg, "measures copies between GPUs and between host and GPU",
-                 "On CPU, workload=membw measures memory bandwidth and workload=collectives workload.ops=[send_recv] "
-                 "rank-to-rank bandwidth.")
-    parse_size(cfg.workload.size)
-    check_iterations(cfg.workload)
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -172,9 +152,3 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         print(format_matrix(*with_host(m)), flush=True)
     dist.barrier(group=cpu_group)
     return results
-
-
-WORKLOADS.register("p2p")(WorkloadSpec(
-    schema=P2pWorkload, run=run, validate=validate, plan=plan, uses_model=False,
-    summary_metrics=("p2p_gbps_min", "p2p_gbps_mean", "p2p_gbps_max", "p2p_bidir_gbps_mean", "h2d_gbps", "d2h_gbps"),
-))

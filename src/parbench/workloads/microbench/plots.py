@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # workers have no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from parbench.workloads.microbench.common import human_size  # noqa: E402
+from parbench.workloads.specs.microbench import human_size  # noqa: E402
 
 LABELS = {"algbw_gbps": "algbw", "busbw_gbps": "busbw", "membw_gbps": "copy (read+write)"}
 

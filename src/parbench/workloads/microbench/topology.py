@@ -17,10 +17,7 @@ from pathlib import Path
 import torch
 
 from parbench.config.schema import Config
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
-from parbench.workloads.microbench.common import require_gpus
+from parbench.distenv import DistEnv
 from parbench.workloads.reporting import StepReporter
 
 TOPOLOGY_FILE, TOPO_MATRIX_FILE = "topology.json", "topology.txt"
@@ -182,10 +179,6 @@ def format_links(t: Topology) -> str:
     return "\n".join(lines)
 
 
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    require_gpus(cfg, "reports the GPUs and their links", "There is no GPU topology to report on CPU.")
-
-
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     """Rank 0 prints what the orchestrator also records for every GPU run, plus NVLink counts as metrics."""
     if not env.is_main:
@@ -196,13 +189,3 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     metrics.update({f"nvlinks/gpu{i}_gpu{j}": float(link[2:]) if link.startswith("NV") else 0.0
                     for i, row in enumerate(t.links) for j, link in enumerate(row) if i < j})
     return {"metrics": metrics}
-
-
-@dataclass
-class TopologyWorkload:
-    name: str = "topology"
-
-
-WORKLOADS.register("topology")(WorkloadSpec(
-    schema=TopologyWorkload, run=run, validate=validate, uses_model=False, summary_metrics=("gpu_count", "nvlinks/*"),
-))

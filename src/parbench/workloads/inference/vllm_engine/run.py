@@ -18,22 +18,30 @@ from pathlib import Path
 import torch
 
 from parbench.config.schema import Config
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
 from parbench.metrics.memory import GB, peak_memory_gb
-from parbench.models import build_model, count_params
-from parbench.parallel import DistEnv
-from parbench.workloads.dtypes import torch_dtype
+from parbench.models.build import build_model, count_params
 from parbench.workloads.inference import memory_per_device_gb
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics)
 from parbench.workloads.inference.native import TOKENS_FILE, synthetic_prompts
-from parbench.workloads.inference.vllm_engine.checks import import_vllm, kv_bytes_per_token, parbench_shape
 from parbench.workloads.inference.vllm_engine.hf_export import export_hf_llama
 from parbench.workloads.inference.vllm_engine.profile import analyze_profile, profiled_tokens, profiler_config
 from parbench.workloads.reporting import StepReporter, progress
+from parbench.workloads.specs.vllm_engine import kv_bytes_per_token, missing_vllm_message, parbench_shape
 
 HF_MODEL_DIR = "hf_model"
 # In-process engine core (starts in seconds), loopback networking, no hub access for a local model.
 VLLM_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1"}
+
+
+def import_vllm():
+    try:
+        import vllm
+    except ImportError as e:
+        raise RuntimeError(missing_vllm_message(f" ({e})")) from None
+    return vllm
 
 
 def request_timing(output) -> RequestTiming:

@@ -1,4 +1,4 @@
-"""Hydra callback: one MLflow parent run per multirun, and the sweep's table at its end."""
+"""Hydra callback: one MLflow parent run per multirun, and the sweep's table and reports at its end."""
 
 from __future__ import annotations
 
@@ -9,14 +9,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from parbench.report.inference import inference_sweep_report
-from parbench.report.summary import format_runs, sweep_table
-from parbench.tracking.store import Store
-
 PARENT_FILE = "mlflow_parent_run.json"
-# Cross-run reports made at a sweep's end: (store, parent run id, child runs, sweep dir) -> files
-# written (and logged on the parent run); each returns nothing when the sweep is not its kind.
-SWEEP_REPORTS = (inference_sweep_report,)
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:
@@ -25,16 +18,26 @@ def parent_run_id(sweep_dir: Path) -> str | None:
 
 
 class MlflowSweepCallback(Callback):
+    """Hydra creates it for every run, sweep or not, so mlflow and the reports are imported in its
+    hooks: a single run refused for a bad config never pays for them."""
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from parbench.tracking.store import Store
+
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         store = Store(config.tracking.uri, config.tracking.experiment)
         overrides = " ".join(config.hydra.overrides.task)
-        run_id = store.create_run(f"sweep {sweep_dir.name}", {"parbench.sweep": "true", "overrides": overrides,
+        name = f"sweep {overrides[:80] or 'defaults'} ({sweep_dir.name})"
+        run_id = store.create_run(name, {"parbench.sweep": "true", "overrides": overrides,
                                                                "sweep_dir": str(sweep_dir.resolve())})
         (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri}))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from parbench.report.inference import inference_sweep_report
+        from parbench.report.summary import format_runs, markdown_table, sweep_table
+        from parbench.tracking.store import Store
+
         sweep_dir = Path(config.hydra.sweep.dir)
         run_id = parent_run_id(sweep_dir)
         if run_id is None:
@@ -45,7 +48,10 @@ class MlflowSweepCallback(Callback):
         csv = sweep_dir / "summary.csv"
         table.to_csv(csv, index=False)
         store.log_artifacts(run_id, [csv])
-        reports = [path for report in SWEEP_REPORTS for path in report(store, run_id, children, sweep_dir)]
+        # The parent run's description: the first click in the MLflow UI shows the figures.
+        store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
+                                                        f"{markdown_table(table)}"})
+        reports = inference_sweep_report(store, run_id, children, sweep_dir)
         store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
         print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
         print("".join(f"Report: {path}\n" for path in reports), end="")

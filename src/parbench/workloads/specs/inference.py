@@ -1,0 +1,129 @@
+"""The inference workload's config and checks, and its engines: `native` (parbench's model with a
+KV cache under tp/pp on its own torchrun ranks) and `vllm` (vLLM's LLM engine, one process that
+starts vLLM's own workers). The code is in parbench.workloads.inference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional
+
+from parbench.config import ConfigError
+from parbench.config.dims import ParallelDims
+from parbench.config.schema import Config, ParallelConfig
+from parbench.registry import Registry, load_ref
+from parbench.workloads.registry import WORKLOADS, WorkloadSpec, all_ones, check_fields
+from parbench.workloads.specs.vllm_engine import validate_vllm
+
+SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
+                   "output_tokens_per_s", "requests_per_s", "mbu", "mem_weights_gb", "mem_kv_cache_gb")
+
+
+@dataclass
+class VllmOptions:
+    """Settings only the vllm engine reads."""
+
+    model: Optional[str] = None  # HF model dir or name; None: a random model of `model=` saved in the job dir
+    kv_cache_gb: float = 1.0  # KV cache space (the CPU backend's default asks for most of the RAM)
+    enforce_eager: bool = True  # false: vLLM compiles (and captures CUDA graphs on GPU); slow to start on CPU
+    gpu_memory_utilization: float = 0.9
+
+
+@dataclass
+class InferenceWorkload:
+    name: str = "inference"
+    engine: str = "native"  # native | vllm
+    input_len: int = 64  # prompt tokens per request
+    output_len: int = 16  # generated tokens per request (ignore_eos: always this many)
+    batch_size: int = 4  # requests decoded together
+    repeats: int = 5  # measured batches
+    warmup: int = 1  # batches run before measuring
+    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
+    profile: bool = True  # one extra batch under torch.profiler: op-type shares of prefill and decode
+    verify: bool = False  # native: decode the first measured batch again without the KV cache, count mismatches
+    cuda_graph: bool = False  # native: each decode step replays a captured CUDA graph (CUDA, dense, no pp)
+    vllm: VllmOptions = field(default_factory=VllmOptions)
+
+
+@dataclass(frozen=True)
+class Engine:
+    run: str  # "module:function" (cfg, env, reporter) -> results, loaded on the ranks
+    # Degrees of parbench's own torchrun job (vLLM: one process; it starts its own workers).
+    job_parallel: Callable[[Config], ParallelConfig]
+    validate: Callable[[Config], None] = lambda cfg: None  # engine-specific ConfigError checks
+    joins_process_group: bool = True  # False: the engine sets up torch.distributed itself
+
+
+ENGINES: Registry[Engine] = Registry("inference engine", "workload.engine")
+
+
+def model_parallel_only(cfg: Config) -> ParallelConfig:
+    """tp*pp ranks: inference here shards one model replica; a -1 (inferred) dp/fsdp means 1."""
+    p = cfg.parallel
+    return replace(p, dp=1 if p.dp == -1 else p.dp, fsdp=1 if p.fsdp == -1 else p.fsdp)
+
+
+def validate(cfg: Config, dims: ParallelDims) -> None:
+    w = cfg.workload
+    check_fields(w, positive=("input_len", "output_len", "batch_size", "repeats"), non_negative=("warmup",))
+    if w.engine not in ENGINES:
+        raise ConfigError(f"workload.engine={w.engine!r}: use one of {', '.join(ENGINES.names())}")
+    if w.cuda_graph and w.engine != "native":
+        raise ConfigError("workload.cuda_graph is the native engine's option; vLLM captures CUDA graphs itself "
+                          "unless workload.vllm.enforce_eager=true: set workload.vllm.enforce_eager=false instead")
+    p = model_parallel_only(cfg)
+    extra = {n: getattr(p, n) for n in ("dp", "fsdp", "cp", "ep") if getattr(p, n) != 1}
+    if extra or p.sp:
+        raise ConfigError(f"workload=inference shards one model replica with tp and pp only, and got "
+                          f"{extra or 'parallel.sp=true'}: use parallel=tp or parallel=pp (or set those to 1)")
+    if w.input_len + w.output_len > cfg.model.max_seq_len:
+        raise ConfigError(f"workload.input_len + workload.output_len = {w.input_len + w.output_len} exceeds "
+                          f"model.max_seq_len={cfg.model.max_seq_len}: raise model.max_seq_len "
+                          "(the RoPE table length) or shorten the request")
+    ENGINES.get(w.engine).validate(cfg)
+
+
+def cuda_graph_blocker(cfg: Config) -> str | None:
+    """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
+    shapes, which a graph cannot replay; a capture without warm-up batches would be timed."""
+    if cfg.hardware.device_type != "cuda":
+        return f"it needs a CUDA device (got {cfg.hardware.device_type})"
+    if cfg.model.experts:
+        return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
+    if cfg.parallel.pp > 1:
+        return f"capture under pipeline stages (parallel.pp={cfg.parallel.pp}) is not supported yet"
+    if cfg.workload.warmup < 1:
+        return "the graph is captured in the first batch, so set workload.warmup >= 1 to keep that out of the timing"
+    return None
+
+
+def validate_native(cfg: Config) -> None:
+    """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model.
+    (Whether weights and KV cache fit the device is checked by the plan.)"""
+    if cfg.workload.cuda_graph and (blocker := cuda_graph_blocker(cfg)):
+        raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false")
+    tp = cfg.parallel.tp
+    if cfg.model.vocab % tp:
+        raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "
+                          "engine splits the embedding and the output head evenly over the tp ranks")
+
+
+def engine(cfg: Config) -> Engine:
+    return ENGINES.get(cfg.workload.engine)
+
+
+def run(cfg: Config, env, reporter) -> dict:
+    """The engine's own run, loaded on the ranks."""
+    return load_ref(engine(cfg).run)(cfg, env, reporter)
+
+
+ENGINES.register("native")(Engine(run="parbench.workloads.inference.native:run_native",
+                                  job_parallel=model_parallel_only, validate=validate_native))
+ENGINES.register("vllm")(Engine(run="parbench.workloads.inference.vllm_engine.run:run_vllm",
+                                job_parallel=lambda cfg: all_ones(cfg.parallel), validate=validate_vllm,
+                                joins_process_group=False))
+WORKLOADS.register("inference")(WorkloadSpec(
+    schema=InferenceWorkload, validate=validate, run="parbench.workloads.specs.inference:run",
+    plan="parbench.workloads.inference:plan", summary_metrics=SUMMARY_METRICS,
+    job_parallel=lambda cfg: engine(cfg).job_parallel(cfg),
+    joins_process_group=lambda cfg: engine(cfg).joins_process_group,
+))

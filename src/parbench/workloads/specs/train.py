@@ -1,0 +1,79 @@
+"""The training workload's config and checks; the training loop is parbench.workloads.train."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parbench.config import ConfigError
+from parbench.config.batch import local_batch
+from parbench.config.dims import ParallelDims
+from parbench.config.hardware import require_peak
+from parbench.config.schema import Config
+from parbench.workloads.registry import WORKLOADS, WorkloadSpec, check_fields
+
+AC_MODES = ("none", "full", "selective")
+OPTIMIZERS = ("adamw", "sgd")
+INIT_MODES = ("auto", "full", "meta")
+
+
+@dataclass
+class TrainWorkload:
+    name: str = "train"
+    batch_size: int = 4  # per data-parallel rank; a step sees batch_size * dp * fsdp sequences
+    # Sequences per step over all data-parallel ranks (strong scaling); set, it replaces batch_size.
+    global_batch_size: int | None = None
+    seq_len: int = 64
+    steps: int = 8  # measured steps, after the warm-up
+    warmup_steps: int = 2
+    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
+    activation_checkpointing: str = "none"  # none | full | selective
+    compile: bool = False  # torch.compile each transformer block
+    lr: float = 3e-4
+    # adamw | sgd: plain SGD moves each weight by lr x its gradient, so a mis-scaled gradient shows
+    # in the loss (AdamW normalises the scale away); the exactness tests use it.
+    optimizer: str = "adamw"
+    init: str = "auto"  # full: whole model per rank then shard; meta: shard first (big models)
+
+
+def validate(cfg: Config, dims: ParallelDims) -> None:
+    w = cfg.workload
+    check_fields(w, positive=("batch_size", "seq_len", "steps"), non_negative=("warmup_steps",))
+    require_peak(cfg.hardware, w.dtype)  # for MFU
+    if w.activation_checkpointing not in AC_MODES:
+        raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
+                          f"use one of {', '.join(AC_MODES)}")
+    if w.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"workload.optimizer={w.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+    if w.init not in INIT_MODES:
+        raise ConfigError(f"workload.init={w.init!r}: use one of {', '.join(INIT_MODES)}")
+    if w.init == "meta" and dims.dp > 1 and dims.fsdp == 1:
+        raise ConfigError(f"workload.init=meta with DDP (parallel.dp={dims.dp}, fsdp=1): DDP broadcasts "
+                          "materialised weights; use workload.init=full or shard with parallel.fsdp")
+    if w.compile and cfg.model.experts:
+        raise ConfigError(f"workload.compile=true with an MoE model ({cfg.model.experts} experts): the dropless "
+                          "dispatch sizes its per-expert splits from the routing (data-dependent), which a "
+                          "full-graph block compile cannot trace; set workload.compile=false")
+    if w.seq_len > cfg.model.max_seq_len:
+        raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
+                          "shorten the sequence or raise model.max_seq_len")
+    if w.global_batch_size is not None and (w.global_batch_size <= 0 or w.global_batch_size % dims.data_parallel):
+        raise ConfigError(f"workload.global_batch_size={w.global_batch_size} must be a positive multiple of "
+                          f"the data-parallel degree dp*fsdp={dims.data_parallel}")
+    if dims.pp > 1 and local_batch(w, dims) % cfg.parallel.pp_microbatches:
+        raise ConfigError(f"the batch per data-parallel rank ({local_batch(w, dims)}) is not divisible by "
+                          f"parallel.pp_microbatches={cfg.parallel.pp_microbatches}")
+    if dims.cp > 1 and w.seq_len % (2 * dims.cp):
+        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by 2*cp={2 * dims.cp} "
+                          "(context parallel splits the sequence into 2*cp load-balanced chunks)")
+    if cfg.parallel.sp and (w.seq_len // dims.cp) % dims.tp:
+        raise ConfigError(f"workload.seq_len={w.seq_len} must be divisible by cp*tp={dims.cp * dims.tp}: "
+                          "sequence parallel splits each rank's sequence over the tp ranks "
+                          "(or set parallel.sp=false)")
+
+
+WORKLOADS.register("train")(WorkloadSpec(
+    schema=TrainWorkload, validate=validate, run="parbench.workloads.train:run", plan="parbench.workloads.train:plan",
+    summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "bubble_pct",
+                     "bubble_pct_theory", "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
+))

@@ -1,0 +1,105 @@
+"""The import graph follows one order, so a reader can take the code floor by floor:
+core -> config -> distenv -> models -> metrics -> parallel -> workloads -> launch -> tracking -> report
+-> orchestration. A module imports only from its own floor or below (lazy imports inside functions
+count too), and no modules import each other in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "parbench"
+FLOORS = (
+    ("__init__", "registry", "paths", "dtypes", "fmt"),  # core: what every layer may use
+    ("config",),
+    ("distenv",),  # this rank's identity, shared by metrics, parallel and workloads
+    ("models",),
+    ("metrics",),
+    ("parallel",),
+    ("workloads",),
+    ("launch",),
+    ("tracking",),
+    ("report",),
+    ("orchestrator", "sweep", "worker", "__main__"),
+)
+FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def part_of(module: str) -> str:
+    """parbench.workloads.train -> workloads; parbench -> __init__."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else "__init__"
+
+
+def imports(path: Path, top_level_only: bool = False) -> set[str]:
+    """parbench modules the file imports (with `from x import y`, y when it is a module)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("parbench")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("parbench"):
+            folder = SRC.parent / node.module.replace(".", "/")
+            submodules = {f"{node.module}.{a.name}" for a in node.names
+                          if (folder / f"{a.name}.py").exists() or (folder / a.name / "__init__.py").exists()}
+            found |= submodules or {node.module}
+    return found
+
+
+def source_files() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_every_part_has_a_floor():
+    parts = {part_of(module_name(p)) for p in source_files()}
+    assert parts <= set(FLOOR), f"give these a floor in FLOORS: {sorted(parts - set(FLOOR))}"
+
+
+def test_imports_never_run_up_a_floor():
+    upward = []
+    for path in source_files():
+        importer = module_name(path)
+        for imported in imports(path):
+            if FLOOR[part_of(imported)] > FLOOR[part_of(importer)]:
+                upward.append(f"{importer} -> {imported}")
+    assert not upward, "imports against the layer order:\n" + "\n".join(upward)
+
+
+def test_no_import_circles():
+    graph = {module_name(p): {m for m in imports(p, top_level_only=True)} for p in source_files()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        state[module] = 1
+        for nxt in sorted(graph.get(module, ())):
+            if state.get(nxt) == 1:
+                return path + [module, nxt]
+            if nxt in graph and not state.get(nxt):
+                found = visit(nxt, path + [module])
+                if found:
+                    return found
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if not state.get(module):
+            cycle = visit(module, [])
+            assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_orchestrator_validates_without_torch_or_mlflow():
+    """A bad config is refused in about a second: nothing the orchestrator imports before
+    validating loads torch, mlflow, matplotlib or pandas."""
+    import subprocess
+    import sys
+
+    code = ("import sys, parbench.orchestrator, parbench.sweep; "
+            "print(sorted(m for m in ('torch', 'mlflow', 'matplotlib', 'pandas') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
