@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from parbench.config.schema import ModelConfig
-from parbench.models import build_initialized
+from parbench.models.build import build_initialized
 
 # parbench Llama parameter names -> Hugging Face LlamaForCausalLM names.
 HF_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "output": "lm_head",
