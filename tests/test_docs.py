@@ -25,9 +25,9 @@ from omegaconf import DictConfig
 from parbench.config import ConfigError, resolve
 from parbench.config.hardware import GpuInfo
 from parbench.config.store import register_schema
-from parbench.config.validate import validate
-from parbench.orchestrator import make_plan
+from parbench.orchestrator import make_plan, validate
 from parbench.paths import CONF_DIR
+from parbench.workloads.registry import typed_config
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -148,7 +148,7 @@ def compose_config(overrides: list[str]) -> DictConfig:
 
 def plan(node: DictConfig, gpus: list[GpuInfo]) -> dict:
     """What `dry_run=true` prints: resolve, validate for planning, plan (as orchestrator.run_job)."""
-    cfg = resolve.resolve(node, gpus)
+    cfg = resolve.resolve(typed_config(node), gpus)
     return make_plan(cfg, validate(cfg, None))
 
 

@@ -27,6 +27,8 @@ def format_metric(name: str, value: float) -> str:
     unit = next((unit for pattern, unit in RULES if pattern.match(head)), "")
     if unit == "s":
         return format_seconds(value)
+    if unit == "%":
+        return f"{value:.1f} %"
     return f"{format_number(value)} {unit}".rstrip()
 
 

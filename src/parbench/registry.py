@@ -43,3 +43,9 @@ def load_ref(ref: str) -> Callable:
     code that needs torch this way, so the orchestrator can validate a config without importing it."""
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def load_plugins(modules: list[str]) -> None:
+    """Import the user's modules named by `plugins=[...]`: importing one registers what it defines."""
+    for module in modules:
+        importlib.import_module(module)

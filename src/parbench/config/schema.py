@@ -52,7 +52,7 @@ class ModelConfig:
 
 @dataclass
 class ZeroConfig:
-    """DeepSpeed ZeRO over every rank (parallel=zero1/zero2/zero3/...; README: DeepSpeed ZeRO). stage null:
+    """DeepSpeed ZeRO over every rank (parallel=zero1/zero2/zero3/...; docs/deepspeed.md). stage null:
     the torch-native strategies run instead. Sizes are in elements, as DeepSpeed counts them; the
     defaults are DeepSpeed's own."""
 
@@ -70,7 +70,7 @@ class ZeroConfig:
     stage3_max_live_parameters: int = 1_000_000_000
     # torch.optim.AdamW (fused) instead of DeepSpeed's FusedAdam / DeepSpeedCPUAdam, which compile
     # C++/CUDA extensions on first use (minutes; nvcc on GPU). The offload variants are much slower
-    # with it (see README: DeepSpeed ZeRO).
+    # with it (see docs/deepspeed.md).
     torch_adam: bool = True
     communication_data_type: Optional[str] = None  # null: the compute dtype; fp32 reduces like FSDP
 
@@ -127,7 +127,7 @@ class DebugConfig:
 @dataclass
 class ProfileConfig:
     """torch.profiler over a window of measured steps: one Kineto trace per rank, analysed into
-    comm_pct, exposed_comm_pct, per-op/per-layer tables and plots (see README: Measurement)."""
+    comm_pct, exposed_comm_pct, per-op/per-layer tables and plots (see docs/measurement.md)."""
 
     enabled: bool = False
     wait: int = 0  # measured steps before the profiler starts
@@ -167,3 +167,6 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     seed: int = 0
     dry_run: bool = False
+    # Modules imported before the config is checked, in the orchestrator and on every rank: they
+    # register strategies, workloads or model families of your own (docs/contributing.md).
+    plugins: List[str] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""Training FLOPs per token and MFU, as defined in the README (Measurement definitions).
+"""Training FLOPs per token and MFU, as defined in docs/metrics.md.
 
     flops/token = 6 * N + attention term
     N           = active parameters that multiply activations (input embeddings excluded;

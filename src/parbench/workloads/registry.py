@@ -13,7 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 from parbench.config import ConfigError, resolve
 from parbench.config.schema import Config, ParallelConfig
 from parbench.dtypes import DTYPE_NAMES
-from parbench.registry import Registry, load_ref
+from parbench.registry import Registry, load_plugins, load_ref
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,12 @@ def parse_workload(raw: dict) -> Any:
 
 
 def typed_config(node: Any) -> Config:
-    """The config tree type-checked against the schema, its workload against the workload's own."""
+    """The config tree type-checked against the schema, its workload against the workload's own
+    (after importing the user's plugins, which may register that workload)."""
+    try:
+        load_plugins(list(node.get("plugins") or []))
+    except ImportError as e:
+        raise ConfigError(f"plugins: {e}; put the module's folder on PYTHONPATH (torchrun's ranks inherit it)") from None
     cfg = resolve.to_typed(node)
     cfg.workload = parse_workload(cfg.workload)
     return cfg
