@@ -91,11 +91,12 @@ def build_llm(cfg: Config, model: str, job_dir: Path):
 
 def start_llm(cfg: Config, model: str, job_dir: Path):
     """build_llm, with vLLM's refusal (often many lines: pydantic's) as one line, which becomes the
-    FAILED run's failure_reason."""
+    FAILED run's failure_reason (not chained: the run's reason is the first exception line of the
+    traceback, and the message already carries vLLM's)."""
     try:
         return build_llm(cfg, model, job_dir)
     except Exception as e:
-        raise RuntimeError(f"vLLM could not start on {model}: {' '.join(str(e).split())}") from e
+        raise RuntimeError(f"vLLM could not start on {model}: {type(e).__name__}: {' '.join(str(e).split())}") from None
 
 
 def sampling(vllm, tokens: int):
@@ -126,13 +127,17 @@ def measure(cfg: Config, llm, params, reporter: StepReporter) -> tuple[list[Batc
 
 
 def profile_batch(cfg: Config, llm, vllm, job_dir: Path) -> dict:
-    """One batch under vLLM's torch profiler: its trace(s), op shares and tables."""
+    """One batch under vLLM's torch profiler: its trace(s), op shares and tables. A trace parbench
+    cannot read costs the breakdown (a tag says why), not the run's measurements."""
     progress(0, "profiling one batch with vLLM's torch profiler (prefill and decode op breakdown)")
     llm.start_profile(profile_prefix="parbench")
     llm.generate(batch_prompts(cfg, 0), sampling(vllm, profiled_tokens(cfg.workload.output_len)), use_tqdm=False)
     llm.stop_profile()
-    metrics, artifacts, _ = analyze_profile(job_dir)
-    return {"metrics": metrics, "artifacts": artifacts}
+    try:
+        metrics, artifacts, _ = analyze_profile(job_dir)
+    except (ValueError, RuntimeError) as e:
+        return {"metrics": {}, "artifacts": [], "tags": {"op_breakdown": f"n/a ({e})"}}
+    return {"metrics": metrics, "artifacts": artifacts, "tags": {}}
 
 
 def model_metrics(cfg: Config, llm, tpot_s: float | None) -> tuple[dict[str, float], dict[str, str]]:
@@ -143,8 +148,9 @@ def model_metrics(cfg: Config, llm, tpot_s: float | None) -> tuple[dict[str, flo
         why = "n/a (workload.vllm.model is not described by model=)"
         return {}, {"mem_weights_gb": why, "mbu": why}
     cache = llm.llm_engine.vllm_config.cache_config
+    kv_cache_bytes = (cache.num_gpu_blocks or 0) * cache.block_size * kv_bytes_per_token(cfg, parbench_shape(cfg))
     metrics = {"mem_weights_gb": memory_per_device_gb(cfg)["weights_per_device_gb"],
-               "mem_kv_cache_gb": (cache.num_gpu_blocks or 0) * cache.block_size * kv_bytes_per_token(cfg, parbench_shape(cfg)) / GB}
+               "mem_kv_cache_gb": kv_cache_bytes / GB}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, tpot_s, p.tp * p.pp, cfg.hardware.hbm_bandwidth_gbps)
@@ -172,4 +178,5 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         profiled = profile_batch(cfg, llm, vllm, job_dir)
         results["metrics"].update(profiled["metrics"])
         results["artifacts"] += profiled["artifacts"]
+        results["tags"].update(profiled["tags"])
     return results
