@@ -8,7 +8,7 @@ that follows a forward pass belongs to its step. Each op's self time (kernel tim
 to the category of the innermost categorised module around it (around its launching op on GPU)
 and to the decoder layer around it; communication ops count as their collective, as in
 metrics/op_types.py. The engine that wrote the trace supplies its names (TraceLabels; vLLM's:
-workloads/inference/vllm_profile.py).
+workloads/inference/vllm_engine/profile.py).
 """
 
 from __future__ import annotations
