@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
-# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling |
+# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling | record | record8b |
 # deepspeed   (see each below)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -27,7 +27,7 @@ case $SUITE in
   strategies)  # 2 GPUs: every strategy on one 1.5B model (ep on a 2.5B MoE), profiled for comm %
     # DENSE / MOE narrow the layouts (MOE= skips the MoE sweep), e.g. DENSE=dp,fsdp,tp MOE= for issue 4's three.
     COMMON=(workload.seq_len=4096 workload.batch_size=4 workload.warmup_steps=3 workload.steps=14
-            profile.enabled=true profile.wait=4 profile.warmup=1 profile.active_steps=3 "$@")
+            profile.active_steps=3 "$@")
     sweep dense "${L1B[@]}" parallel="${DENSE:-dp,fsdp,tp,sp,pp,cp}" "${COMMON[@]}"
     [ -n "${MOE-fsdp,ep}" ] && sweep moe model=moe_2_5b parallel="${MOE-fsdp,ep}" "${COMMON[@]}"
     ;;
@@ -84,12 +84,12 @@ PY
     python -c "import deepspeed" 2>/dev/null || pip install -q --no-index --find-links .whl deepspeed
     python -c "import deepspeed; print('deepspeed', deepspeed.__version__)" | tee -a "$W/commands.txt"
     COMMON=(workload.seq_len=4096 workload.batch_size=2 workload.warmup_steps=3 workload.steps=14
-            profile.enabled=true profile.wait=4 profile.warmup=1 profile.active_steps=3 "$@")
+            profile.active_steps=3 "$@")
     for s in ${SWEEPS:-zero offload flops}; do  # SWEEPS narrows, e.g. SWEEPS=zero
       case $s in
         zero) sweep zero "${L1B[@]}" parallel=fsdp,zero2,zero3 "${COMMON[@]}" ;;
         offload) sweep offload "${L1B[@]}" parallel=zero3_offload workload.seq_len=4096 workload.batch_size=2 \
-                   workload.warmup_steps=2 workload.steps=5 "$@" ;;
+                   workload.warmup_steps=2 workload.steps=5 profile.enabled=false "$@" ;;
         flops) sweep flops "${L1B[@]}" workload=flops_check hardware.gpus_per_node=1 workload.seq_len=4096 \
                  workload.batch_size=2 "$@" ;;
       esac
@@ -103,8 +103,7 @@ PY
     sweep collectives workload=collectives workload.begin=1M workload.end=4G workload.iters=10 \
       hardware.gpus_per_node=$N "$@"
     S8B=(model=llama3_8b workload.seq_len=4096 workload.activation_checkpointing=selective
-         workload.warmup_steps=3 workload.steps=7 profile.enabled=true profile.wait=2 profile.warmup=1
-         profile.active_steps=2 "$@")
+         workload.warmup_steps=3 workload.steps=7 "$@")  # profiled by default (1 + 2 steps after the 7)
     GPUS=1; for ((g = 2; g <= N; g *= 2)); do GPUS+=",$g"; done  # 1,2,4[,8]
     sweep fsdp_weak "${S8B[@]}" parallel=fsdp workload.batch_size=2 hardware.gpus_per_node=$GPUS
     # Strong scaling: the global batch of the largest weak point (its run) on fewer GPUs; 1 GPU cannot hold it.
@@ -114,6 +113,58 @@ PY
     LAYOUT=("${S8B[@]}" workload.global_batch_size=$((2 * N)) hardware.gpus_per_node=$N)
     sweep tp "${LAYOUT[@]}" parallel=fsdp_tp parallel.tp=2,$N
     sweep pp "${LAYOUT[@]}" parallel=pp_fsdp parallel.pp=2,$N
+    ;;
+  record8b)  # 2 GPUs (issues 15 and 23): Llama 3 8B FSDP with every default (comm %, per-collective shares,
+    # energy, system metrics; no profile override), then with profile.enabled=false: what the window adds.
+    echo "sweep,wall_s" > "$W/wall_s.csv"
+    R8B=(model=llama3_8b parallel=fsdp hardware.gpus_per_node=2 workload.seq_len=4096 workload.batch_size=1
+         workload.activation_checkpointing=selective workload.warmup_steps=2 workload.steps=6)
+    for run in default noprofile; do
+      extra=(); [ "$run" = noprofile ] && extra=(profile.enabled=false)
+      t0=$(date +%s.%N); sweep "fsdp8b_$run" "${R8B[@]}" "${extra[@]}" "$@"
+      echo "fsdp8b_$run,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" >> "$W/wall_s.csv"
+    done
+    pack
+    ;;
+  record)  # 1 GPU (issue 15): what every run records by default, no profile override: comm %, energy_j,
+    # tokens_per_joule, throttling, the system/* GPU series; a 1B training run, the same with
+    # profile.enabled=false (what the default profile window adds to wall time), a llama2_7b native inference run.
+    timed() {  # timed NAME OVERRIDES...: a sweep, its wall time (Hydra start to exit) into wall_s.csv
+      local t0; t0=$(date +%s.%N); sweep "$@"
+      echo "$1,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" >> "$W/wall_s.csv"
+    }
+    echo "sweep,wall_s" > "$W/wall_s.csv"
+    R1B=("${L1B[@]}" hardware.gpus_per_node=1 workload.seq_len=4096 workload.batch_size=2)
+    timed train_1b "${R1B[@]}" "$@"
+    timed train_1b_noprofile "${R1B[@]}" profile.enabled=false "$@"
+    timed infer_7b workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.input_len=512 \
+      workload.output_len=128 workload.batch_size=8 "$@"
+    python - "$W" <<'PY' | tee "$W/record.txt"
+import sys
+import mlflow
+import pandas as pd
+root = sys.argv[1]
+mlflow.set_tracking_uri(f"sqlite:///{root}/mlflow.db")
+runs = mlflow.search_runs(search_all_experiments=True)
+runs = runs[runs["tags.mlflow.parentRunId"].notna()]
+walls = pd.read_csv(f"{root}/wall_s.csv").set_index("sweep")["wall_s"]
+for _, run in runs.iterrows():
+    sweep = run["tags.job_dir"].rstrip("/").split("/")[-2]
+    get = lambda k: run.get(f"metrics.{k}", float("nan"))
+    series = sorted(c.removeprefix("metrics.system/") for c in runs.columns
+                    if c.startswith("metrics.system/gpu_0") and pd.notna(run[c]))
+    print(f"{sweep}: {run['status']}, sweep wall {walls[sweep]:.1f} s, torchrun {get('launch_duration_s'):.1f} s, "
+          f"profile window added {get('profile_added_s'):.2f} s")
+    print(f"  energy_j {get('energy_j'):.1f}  avg_power_w {get('avg_power_w'):.1f}  tokens_per_joule "
+          f"{get('tokens_per_joule'):.1f}  throttled {run.get('tags.gpu_throttled')} "
+          f"({run.get('tags.gpu_clock_event_reasons')})")
+    print(f"  comm_pct {get('comm_pct'):.2f}  exposed_comm_pct {get('exposed_comm_pct'):.2f}  "
+          f"prefill_comm_pct {get('prefill_comm_pct'):.2f}  decode_comm_pct {get('decode_comm_pct'):.2f}  "
+          f"throughput {get('throughput_tokens_per_s'):.0f} tok/s  output {get('output_tokens_per_s'):.0f} tok/s")
+    print(f"  system series: {', '.join(series) or 'none'}")
+added = walls["train_1b"] - walls["train_1b_noprofile"]
+print(f"default profile window: {added:+.1f} s of wall time on the 1B run ({100 * added / walls['train_1b_noprofile']:+.1f} %)")
+PY
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

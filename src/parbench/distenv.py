@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -39,3 +40,10 @@ class DistEnv:
     def data_rank(self) -> int:
         """Index of this rank's batch among the dims.data_parallel batches of a step."""
         return self.mesh["dp"].get_local_rank() * self.dims.fsdp + self.mesh["fsdp"].get_local_rank()
+
+
+def is_dtensor(tensor: object) -> bool:
+    """isinstance(tensor, DTensor), without importing DTensor's modules (a second of CPU per rank)
+    in a job where no strategy made one: none exists until a strategy imported them."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,7 @@ def run_job(node: DictConfig) -> dict:
 def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     from parbench.tracking.job import LOG_FILE, JobRun  # mlflow: only once there is a run to record
     from parbench.sweep import parent_run_id
+    from parbench.tracking.system_metrics import system_metrics  # psutil, NVML: only once a job launches
 
     node = current_node(cfg.hardware.nodes)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
@@ -111,9 +113,9 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
-    outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
-                           ctx.job_dir / log_name,
-                           cfg.launch.timeout_s, cfg.launch.log_tail_lines)
+    with system_metrics(run.run_id, run.store.uri, cfg.tracking) if run is not None else nullcontext():
+        outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
+                               ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines)
     if run is None:
         return {}
     metrics = run.finish(outcome, ctx.job_dir)
@@ -137,9 +139,9 @@ def report(cfg: Config, ctx: JobContext, run, ok: bool, reason: str, metrics: di
 
     status = "FINISHED" if ok else f"FAILED: {reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
-    print(f"\n== {ctx.name}: {status}\n{metrics_table(metrics, keys)}")
-    print(f"Job dir: {ctx.job_dir}\nMLflow run {run.run_id}: mlflow ui --backend-store-uri {run.store.uri}\n",
-          flush=True)
+    table = metrics_table(metrics, keys)
+    print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
+    print(f"Job dir: {ctx.job_dir}\n{run.store.where_to_look(run.run_id)}\n", flush=True)
 
 
 def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:

@@ -9,6 +9,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from parbench.tracking.labels import NOT_DEFINING
+
 PARENT_FILE = "mlflow_parent_run.json"
 
 
@@ -28,7 +30,8 @@ class MlflowSweepCallback(Callback):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         store = Store(config.tracking.uri, config.tracking.experiment)
         overrides = " ".join(config.hydra.overrides.task)
-        name = f"sweep {overrides[:80] or 'defaults'} ({sweep_dir.name})"
+        defining = " ".join(o for o in config.hydra.overrides.task if not o.lstrip("+~").startswith(NOT_DEFINING))
+        name = f"sweep {defining[:80] or 'defaults'} ({sweep_dir.name})"
         run_id = store.create_run(name, {"parbench.sweep": "true", "overrides": overrides,
                                                                "sweep_dir": str(sweep_dir.resolve())})
         (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri}))
@@ -55,5 +58,4 @@ class MlflowSweepCallback(Callback):
         store.finish(run_id, ok=bool(len(table)) and (table["status"] == "FINISHED").any())
         print(format_runs(table, title=f"Sweep {sweep_dir} ({len(table)} jobs)"))
         print("".join(f"Report: {path}\n" for path in reports), end="")
-        print(f"Summary CSV: {csv}\nCompare in MLflow: mlflow ui --backend-store-uri {store.uri}  "
-              f"(parent run {run_id})")
+        print(f"Summary CSV: {csv}\nCompare the runs: {store.where_to_look(run_id)}")

@@ -112,6 +112,10 @@ class TrackingConfig:
     uri: str = "sqlite:///outputs/mlflow.db"
     experiment: str = "parbench"
     run_name: Optional[str] = None
+    # MLflow system metrics (system/*: CPU, memory, per-GPU utilisation, memory, power, temperature,
+    # SM clock) sampled by the orchestrator while the workers run.
+    system_metrics: bool = True
+    system_metrics_interval_s: float = 1.0
 
 
 @dataclass
@@ -126,22 +130,27 @@ class DebugConfig:
 
 @dataclass
 class ProfileConfig:
-    """torch.profiler over a window of measured steps: one Kineto trace per rank, analysed into
-    comm_pct, exposed_comm_pct, per-op/per-layer tables and plots (see docs/measurement.md)."""
+    """torch.profiler over a short window of steps after the measured ones (on by default): one
+    Kineto trace per rank, analysed into comm_pct, exposed_comm_pct, overlap_pct, per-collective
+    shares, per-op/per-layer tables (docs/measurement.md). The window never enters step_time_s."""
 
-    enabled: bool = False
-    wait: int = 0  # measured steps before the profiler starts
+    enabled: bool = True
+    wait: int = 0  # unprofiled steps between the measured steps and the profiler's warm-up
     warmup: int = 1  # steps the profiler runs but discards (keeps its start-up out of the trace)
-    active_steps: int = 3  # steps traced and analysed
+    active_steps: int = 2  # steps traced and analysed
     # Input shapes in the trace. null: on CPU only, where gloo's collective sizes come from them
     # (NCCL kernels carry their sizes); recording them costs host time per op.
     record_shapes: Optional[bool] = None
+    # Which ranks keep their full trace as an artifact (all ranks are analysed): representative =
+    # rank 0, the first rank of each pipeline stage and of each node | all.
+    keep_traces: str = "representative"
     layer_ranges: bool = True  # a profiler range per model layer, for the per-layer table
     memory_timeline: bool = False  # CUDA allocator history over the window (GPU only; slows steps)
-    plots: bool = True  # PNG breakdown, op-share and layer heatmap artifacts
+    plots: bool = False  # PNG breakdown, op-share and layer heatmap artifacts (matplotlib: ~1 s more)
 
 
 CI_METHODS = ("order", "bootstrap")
+KEEP_TRACES = ("representative", "all")  # profile.keep_traces
 
 
 @dataclass

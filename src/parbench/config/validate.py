@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo
-from parbench.config.schema import CI_METHODS, Config, HardwareConfig, ModelConfig
+from parbench.config.schema import CI_METHODS, KEEP_TRACES, Config, HardwareConfig, ModelConfig
 
 
 def validate_config(cfg: Config, gpus: list[GpuInfo] | None) -> None:
@@ -46,17 +46,13 @@ def validate_hardware(hw: HardwareConfig, gpus: list[GpuInfo] | None) -> None:
 
 
 def validate_measurement(cfg: Config) -> None:
-    """profile.* and stats.*; the profiled window must leave unprofiled measured steps to compare."""
+    """profile.* (a window of at least one traced step after the measured ones) and stats.*."""
     p, s = cfg.profile, cfg.stats
     if p.wait < 0 or p.warmup < 0 or p.active_steps < 1:
-        raise ConfigError(f"profile.wait={p.wait}, profile.warmup={p.warmup} must be >= 0 and "
-                          f"profile.active_steps={p.active_steps} >= 1")
-    steps = getattr(cfg.workload, "steps", None)
-    window = p.wait + p.warmup + p.active_steps
-    if p.enabled and steps is not None and steps <= window:
-        raise ConfigError(f"workload.steps={steps} leaves no unprofiled step after the profiler's "
-                          f"{window} (profile.wait + profile.warmup + profile.active_steps), and "
-                          f"step_time_s and profile_overhead_ratio need some: set workload.steps>={window + 1}")
+        raise ConfigError(f"profile.wait={p.wait} and profile.warmup={p.warmup} must be >= 0 and "
+                          f"profile.active_steps={p.active_steps} >= 1 (or set profile.enabled=false)")
+    if p.keep_traces not in KEEP_TRACES:
+        raise ConfigError(f"profile.keep_traces={p.keep_traces!r}: use one of {', '.join(KEEP_TRACES)}")
     if not 0 < s.confidence < 1:
         raise ConfigError(f"stats.confidence={s.confidence} must be between 0 and 1 (e.g. 0.95)")
     if s.ci_method not in CI_METHODS:

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.autograd.profiler import record_function
 
+from parbench.metrics.timing import STEP_RANGE
+
 SCOPE_PREFIX = "parbench."
 COMM_MARKERS = ("c10d", "gloo", "nccl", "shm_")  # shm_: vLLM's CPU collectives (_C::shm_allreduce, ...)
 # Substring of a communication op's name -> its category; the first match wins.
@@ -63,9 +65,10 @@ def comm_category(name: str) -> str | None:
 
 
 def enclosing_scope(event) -> str:
-    """Category of the nearest `parbench.*` scope around an event (the event itself included)."""
+    """Category of the nearest `parbench.*` scope around an event (the event itself included);
+    the step range that trace analysis reads is no category."""
     while event is not None:
-        if event.name.startswith(SCOPE_PREFIX):
+        if event.name.startswith(SCOPE_PREFIX) and event.name != STEP_RANGE:
             return event.name[len(SCOPE_PREFIX):]
         event = event.cpu_parent
     return "other"

@@ -18,8 +18,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from parbench.metrics import trace
 from parbench.metrics.op_types import comm_category, shares_pct
+from parbench.metrics.trace_events import NO_LAYER, Event, complete_events, is_cpu_compute, is_gpu_trace
+from parbench.metrics.trace_ops import Context, RangeIndex, self_times
 
 MODULE_PREFIX = "nn.Module: "
 OTHER = "other"
@@ -42,13 +43,13 @@ class PhaseAnalysis:
     steps: dict[str, int]  # phase -> steps in the trace
 
 
-def module_class(event: trace.Event) -> tuple[str, str]:
+def module_class(event: Event) -> tuple[str, str]:
     """`nn.Module: LlamaDecoderLayer_3` -> ("LlamaDecoderLayer", "3")."""
     name, _, index = event.name.removeprefix(MODULE_PREFIX).rpartition("_")
     return name, index
 
 
-def step_windows(events: list[trace.Event], labels: TraceLabels) -> list[tuple[float, float, str]]:
+def step_windows(events: list[Event], labels: TraceLabels) -> list[tuple[float, float, str]]:
     """(start, end, phase) of each step; the last one ends with the trace."""
     marks = sorted((e.start, phase) for e in events if e.on_host and (phase := labels.phase_of_step(e.name)))
     if not marks:
@@ -62,11 +63,11 @@ def step_windows(events: list[trace.Event], labels: TraceLabels) -> list[tuple[f
 class ModuleIndex:
     """The innermost categorised module and the decoder layer around a time point."""
 
-    def __init__(self, events: list[trace.Event], labels: TraceLabels):
+    def __init__(self, events: list[Event], labels: TraceLabels):
         modules = [e for e in events if e.name.startswith(MODULE_PREFIX)]
         self._labels = labels
-        self._categorised = trace.RangeIndex([e for e in modules if labels.category_of(module_class(e)[0])])
-        self._layers = trace.RangeIndex([e for e in modules if module_class(e)[0].endswith(labels.layer_class_ending)])
+        self._categorised = RangeIndex([e for e in modules if labels.category_of(module_class(e)[0])])
+        self._layers = RangeIndex([e for e in modules if module_class(e)[0].endswith(labels.layer_class_ending)])
         self.found = bool(modules)
 
     def category(self, t: float) -> str:
@@ -75,29 +76,29 @@ class ModuleIndex:
 
     def layer(self, t: float) -> str:
         found = self._layers.innermost(t)
-        return f"layers.{module_class(found)[1]}" if found is not None else trace.NO_LAYER
+        return f"layers.{module_class(found)[1]}" if found is not None else NO_LAYER
 
 
-def timed_ops(events: list[trace.Event], gpu: bool) -> list[tuple[trace.Event, float]]:
+def timed_ops(events: list[Event], gpu: bool) -> list[tuple[Event, float]]:
     """(op, microseconds) to attribute: kernels on GPU; on CPU the self time of operator calls
     and the time of communication calls."""
     if gpu:
         return [(e, e.dur) for e in events if e.cat == "kernel"]
-    compute = [e for e in events if trace.is_cpu_compute(e)]
-    comm = [e for e in events if e.cat == "cpu_op" and comm_category(e.name) and not trace.is_cpu_compute(e)]
-    return list(trace.self_times(compute).items()) + [(e, e.dur) for e in comm]
+    compute = [e for e in events if is_cpu_compute(e)]
+    comm = [e for e in events if e.cat == "cpu_op" and comm_category(e.name) and not is_cpu_compute(e)]
+    return list(self_times(compute).items()) + [(e, e.dur) for e in comm]
 
 
 def analyze_phases(raw: dict, labels: TraceLabels) -> PhaseAnalysis:
     """Shares, per-op and per-layer tables of every phase of the trace's steps."""
-    events = trace.complete_events(raw)
+    events = complete_events(raw)
     windows = step_windows(events, labels)
     starts = [w[0] for w in windows]
     modules = ModuleIndex(events, labels)
     if not modules.found:
         raise ValueError("the trace has no module ranges (`nn.Module: ...`): record it with with_stack=True")
-    gpu = trace.is_gpu_trace(events)
-    ctx = trace.Context(events) if gpu else None
+    gpu = is_gpu_trace(events)
+    ctx = Context(events) if gpu else None
     groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for event, dur in timed_ops(events, gpu):
         t = ctx.anchor(event).start if ctx else event.start

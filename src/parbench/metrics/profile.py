@@ -1,24 +1,27 @@
-"""Profiling a window of measured steps with torch.profiler, then turning every rank's trace
-into metrics (mean and max over ranks), CSV tables and plots in <job dir>/profile/.
+"""Profiling a short window of steps after the measured ones with torch.profiler (on by default),
+then turning every rank's trace into metrics (mean and max over ranks), CSV tables and plots in
+<job dir>/profile/. The window's steps are never part of step_time_s.
 
 The train loop only does:
-    profiler = StepProfiler(cfg, env, job_dir, pmodel.parts, warmup_steps).start()
-    for step in ...:
+    profiler = StepProfiler(cfg, env, job_dir, pmodel.parts, first_step=warmup + measured).start()
+    for step in range(warmup + measured + profiler.window_steps):
         ...
         profiler.step()
     profiler.stop()
-    metrics.update(profiler.results(step_times))   # on every rank: gathers to rank 0
+    metrics.update(profiler.results(window_step_times, measured_step_times))  # every rank: gathers to rank 0
 (`with StepProfiler(...) as profiler:` works too.)
 """
 
 from __future__ import annotations
 
+import gzip
 import re
+import shutil
 import statistics
+import time
 from functools import partial
 from pathlib import Path
 
-import pandas as pd
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -27,15 +30,54 @@ from torch.profiler import ProfilerActivity, record_function, schedule
 from parbench.config.schema import Config
 from parbench.distenv import DistEnv
 from parbench.paths import PROFILE_DIR
-from parbench.metrics import trace
+from parbench.metrics import trace, trace_events
+from parbench.metrics.profile_tables import bandwidth_metrics, write_tables
 
+GZIP_LEVEL = 3  # traces compress ~10x at any level; higher levels cost seconds on big traces
 # Wrapper modules insert these into parameter/module names; layer names leave them out.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")
 LAYER_NAME = re.compile(r"layers\.\d+|\w*embeddings|norm|output")
 
 
-def trace_path(job_dir: Path, rank: int) -> Path:
-    return job_dir / PROFILE_DIR / f"trace_rank{rank}.json.gz"
+def trace_path(job_dir: Path, rank: int, phase: str = "") -> Path:
+    """Where a rank's exported trace goes (uncompressed; analyze_exported gzips the kept ones)."""
+    return job_dir / PROFILE_DIR / f"trace_{phase + '_' if phase else ''}rank{rank}.json"
+
+
+def keeps_trace(env: DistEnv, keep: str) -> bool:
+    """Whether this rank keeps its full trace as an artifact. representative: rank 0, the first
+    rank of every pipeline stage (coordinate 0 on every other mesh dim) and of every node; every
+    rank analyses its own trace either way."""
+    if keep == "all" or env.rank == 0 or env.local_rank == 0:
+        return True
+    mesh = env.mesh
+    return mesh is not None and all(coordinate == 0 for name, coordinate in zip(mesh.mesh_dim_names, mesh.get_coordinate())
+                                    if name != "pp")
+
+
+def gzip_trace(raw: Path) -> Path:
+    """`<name>.json` -> `<name>.json.gz` (the artifact); the raw file is removed."""
+    kept = raw.with_suffix(".json.gz")
+    with raw.open("rb") as src, gzip.open(kept, "wb", compresslevel=GZIP_LEVEL) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    return kept
+
+
+def analyze_exported(raw: Path, keep: bool) -> trace.TraceAnalysis:
+    """Analyse an exported trace, then keep it gzipped or delete it."""
+    analysis = trace.analyze(trace_events.load_trace(raw))
+    if keep:
+        gzip_trace(raw)
+    else:
+        raw.unlink()
+    return analysis
+
+
+def kept_ranks_tag(kept: list[int], keep: str) -> str:
+    rule = ("every rank" if keep == "all" else
+            "rank 0, the first rank of each pipeline stage and of each node; profile.keep_traces=all keeps all")
+    return f"{', '.join(map(str, kept))} ({rule}); every rank's trace is analysed"
 
 
 def clean_name(name: str) -> str:
@@ -69,7 +111,7 @@ class LayerRanges:
             self._handles.append(module.register_forward_hook(partial(self._exit, name), always_call=True))
 
     def _enter(self, name: str, module: nn.Module, args) -> None:
-        r = record_function(f"{trace.LAYER_RANGE_PREFIX} {name}")
+        r = record_function(f"{trace_events.LAYER_RANGE_PREFIX} {name}")
         r.__enter__()
         self._open[name].append(r)
 
@@ -83,16 +125,16 @@ class LayerRanges:
 
 
 class StepProfiler:
-    """torch.profiler over measured steps wait .. wait+warmup+active_steps; a no-op when
-    profile.enabled is false. Loop steps before that are the workload's warm-up."""
+    """torch.profiler over loop steps first_step .. first_step + window_steps, after the measured
+    ones: `wait` unprofiled steps, `warmup` steps the profiler runs but discards, `active_steps`
+    traced and analysed. window_steps is 0 (a no-op profiler) when profile.enabled is false."""
 
-    def __init__(self, cfg: Config, env: DistEnv, job_dir: Path, parts: list[nn.Module], warmup_steps: int):
+    def __init__(self, cfg: Config, env: DistEnv, job_dir: Path, parts: list[nn.Module], first_step: int):
         self.cfg, self.env, self.job_dir, self.parts = cfg.profile, env, job_dir, parts
-        p = self.cfg
-        self.first_loop_step = warmup_steps + p.wait  # the profiler's warm-up starts here
-        self.active_start = p.wait + p.warmup  # measured-step indices
-        self.active_end = self.active_start + p.active_steps
+        self.window_start = first_step  # loop index of the window's first step
+        self.first_loop_step = first_step + self.cfg.wait  # the profiler's warm-up starts here
         self._loop_step = 0
+        self._started_at = 0.0  # wall clock at the window's first step: what the window adds
         self._prof: torch.profiler.profile | None = None
         self._layers: LayerRanges | None = None
         self.tags: dict[str, str] = {}
@@ -106,6 +148,11 @@ class StepProfiler:
     @property
     def enabled(self) -> bool:
         return self.cfg.enabled
+
+    @property
+    def window_steps(self) -> int:
+        """Loop steps the window adds after the measured ones."""
+        return self.cfg.wait + self.cfg.warmup + self.cfg.active_steps if self.enabled else 0
 
     def __enter__(self) -> "StepProfiler":
         return self.start()
@@ -141,6 +188,8 @@ class StepProfiler:
     def _on_loop_step(self) -> None:
         """Layer ranges only while the profiler runs, so unprofiled steps carry no hooks."""
         window_end = self.first_loop_step + self.cfg.warmup + self.cfg.active_steps
+        if self._loop_step == self.window_start:
+            self._started_at = time.perf_counter()
         if self._loop_step == self.first_loop_step and self.cfg.layer_ranges:
             self._layers = LayerRanges(self.parts)
         if self._loop_step == self.first_loop_step + self.cfg.warmup and self.cfg.memory_timeline:
@@ -171,39 +220,38 @@ class StepProfiler:
             self._layers.remove()
             self._layers = None
 
-    def profiled(self, measured_step: int) -> bool:
-        """Whether the profiler ran (warm-up or active) during this measured step."""
-        return self.enabled and self.cfg.wait <= measured_step < self.active_end
-
-    def unprofiled(self, step_times: list[float]) -> list[float]:
-        return [t for i, t in enumerate(step_times) if not self.profiled(i)]
-
-    def results(self, step_times: list[float]) -> dict[str, float]:
-        """Analyse this rank's trace; on rank 0 write the tables and plots and return the
-        metrics (mean over ranks, and `<name>_max`). Every rank must call it."""
+    def results(self, window_times: list[float], measured_times: list[float]) -> dict[str, float]:
+        """Analyse this rank's trace; on rank 0 write the tables and plots and return the metrics
+        (mean over ranks, and `<name>_max`). `window_times`: the window's step times in loop order.
+        Every rank must call it."""
         if not self.enabled:
             return {}
-        analysis = trace.analyze(trace.load_trace(trace_path(self.job_dir, self.env.rank)))
+        keep = keeps_trace(self.env, self.cfg.keep_traces)
+        analysis = analyze_exported(trace_path(self.job_dir, self.env.rank), keep)
         if self.env.device.type == "cuda" and analysis.device != "gpu":
             self.tags["profile_warning"] = ("the trace holds no GPU kernels (is CUPTI available?): compute and "
                                             "communication figures come from CPU-side ops only")
         mine = {"metrics": analysis.metrics(), "steps": [s.row() for s in analysis.steps],
-                "ops": analysis.ops, "collectives": analysis.collectives}
+                "ops": analysis.ops, "collectives": analysis.collectives, "keeps_trace": keep}
         gathered: list = [None] * self.env.world_size
         dist.all_gather_object(gathered, mine)
         if not self.env.is_main:
             return {}
+        self.tags["profile_trace_ranks"] = kept_ranks_tag([r for r, g in enumerate(gathered) if g["keeps_trace"]],
+                                                          self.cfg.keep_traces)
         tables = write_tables(self.job_dir / PROFILE_DIR, gathered)
         if self.cfg.plots:
-            from parbench.metrics.plots import save_profile_plots  # matplotlib only when plotting
+            import pandas as pd  # pandas and matplotlib only when plotting
 
-            save_profile_plots(self.job_dir / PROFILE_DIR, tables)
-        active = step_times[self.active_start:self.active_end]
-        unprofiled = self.unprofiled(step_times)
+            from parbench.metrics.plots import save_profile_plots
+
+            save_profile_plots(self.job_dir / PROFILE_DIR, {k: pd.DataFrame(v) for k, v in tables.items()})
+        active = statistics.median(window_times[self.cfg.wait + self.cfg.warmup:])
         return {**rank_summary([g["metrics"] for g in gathered]),
                 **bandwidth_metrics(tables["collectives"]),
-                "step_time_s_profiled": statistics.median(active),
-                "profile_overhead_ratio": statistics.median(active) / statistics.median(unprofiled)}
+                "step_time_s_profiled": active,
+                "profile_overhead_ratio": active / statistics.median(measured_times),
+                "profile_added_s": time.perf_counter() - self._started_at}
 
 
 def rank_summary(per_rank: list[dict[str, float]]) -> dict[str, float]:
@@ -216,30 +264,3 @@ def rank_summary(per_rank: list[dict[str, float]]) -> dict[str, float]:
         out[key] = statistics.fmean(values)
         out[f"{key}_max"] = max(values)
     return out
-
-
-def bandwidth_metrics(collectives: pd.DataFrame) -> dict[str, float]:
-    """busbw_gbps_<collective>, mean over ranks, where the trace gave sizes."""
-    if collectives.empty:
-        return {}
-    sized = collectives.dropna(subset=["busbw_gbps"])
-    return {f"busbw_gbps_{kind}": float(v) for kind, v in sized.groupby("collective")["busbw_gbps"].mean().items()}
-
-
-def write_tables(folder: Path, gathered: list[dict]) -> dict[str, pd.DataFrame]:
-    """steps.csv, ops.csv, layers.csv, collectives.csv and ranks.csv, each with a rank column."""
-    def frame(key: str) -> pd.DataFrame:
-        rows = [{"rank": rank, **row} for rank, g in enumerate(gathered) for row in g[key]]
-        return pd.DataFrame(rows)
-
-    steps = frame("steps")
-    if not steps.empty:
-        steps.insert(1, "step", steps.groupby("rank").cumcount())
-    ops = frame("ops")
-    layers = (ops.groupby(["rank", "layer", "phase", "kind"], as_index=False)[["total_s"]].sum()
-              if not ops.empty else ops)
-    tables = {"steps": steps, "ops": ops, "layers": layers, "collectives": frame("collectives"),
-              "ranks": pd.DataFrame([{"rank": r, **g["metrics"]} for r, g in enumerate(gathered)])}
-    for name, table in tables.items():
-        table.to_csv(folder / f"{name}.csv", index=False)
-    return tables

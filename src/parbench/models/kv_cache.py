@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
 
 
 def check_room(end: int, max_len: int) -> None:
@@ -110,6 +109,8 @@ def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -
         k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    from torch.nn.attention.bias import causal_lower_right  # loads torch._dynamo: only for chunked prefill
+
     return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q_len, k_len))
 
 

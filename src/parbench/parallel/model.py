@@ -10,10 +10,9 @@ from typing import Callable, Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from parbench.config.schema import Config
-from parbench.distenv import DistEnv
+from parbench.distenv import DistEnv, is_dtensor
 from parbench.parallel.specs import STRATEGIES
 from parbench.registry import load_ref
 
@@ -22,7 +21,7 @@ def token_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Ten
     """Mean next-token loss over [batch, seq, vocab] logits, computed in fp32. Vocab-parallel
     logits (tp, inside loss_parallel) give a replicated DTensor: its local value is the loss."""
     loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
-    return loss.to_local() if isinstance(loss, DTensor) else loss
+    return loss.to_local() if is_dtensor(loss) else loss
 
 
 @dataclass

@@ -8,7 +8,7 @@ from parbench.config.dims import MESH_DIMS, ParallelDims
 from parbench.config.schema import Config
 
 # Overrides the base label already shows (by value), or that do not define the experiment.
-SHOWN = {"model", "parallel", "workload", "workload.seq_len", "workload.batch_size", "workload.global_batch_size",
+SHOWN = {"model", "parallel", "workload", "hardware", "workload.seq_len", "workload.batch_size", "workload.global_batch_size",
          "workload.input_len", "workload.output_len", "workload.engine", "hardware.gpus_per_node",
          *(f"parallel.{d}" for d in (*MESH_DIMS, "ep", "sp"))}
 NOT_DEFINING = ("tracking.", "launch.", "hydra.", "dry_run", "debug.")

@@ -106,6 +106,12 @@ class Store:
             if path.exists():
                 retry(self.client.log_artifact, run_id, str(path), folder)
 
+    def where_to_look(self, run_id: str) -> str:
+        """The MLflow UI command and the page of this run (the experiment's runs table is /runs:
+        the UI's bare experiment page opens on its GenAI overview, whatever the experiment kind)."""
+        return (f"MLflow UI: mlflow ui --backend-store-uri {self.uri}\n"
+                f"  then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs/{run_id}")
+
     def finish(self, run_id: str, ok: bool) -> None:
         retry(self.client.set_terminated, run_id, "FINISHED" if ok else "FAILED")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from parbench.fmt import format_metric
 from parbench.paths import RESULTS_FILE, STEPS_FILE
 
 STARTED = time.monotonic()  # the worker imports this module first thing
@@ -36,7 +37,7 @@ class StepReporter:
             return
         with self.path.open("a") as f:
             f.write(json.dumps({"step": step, "phase": phase, **values}) + "\n")
-        shown = " ".join(f"{k}={v:.4g}" for k, v in values.items())
+        shown = "  ".join(f"{k} {format_metric(k, v)}" for k, v in values.items())
         print(f"[parbench] step {step + 1}/{total} ({phase}) {shown}", flush=True)
 
 

@@ -11,20 +11,19 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.schema import Config
 from parbench.metrics import flops
+from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.memory import estimate_train_memory_gb, peak_memory_gb
 from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
 from parbench.models.build import build_model, count_params
 from parbench.models.moe import MoE
-from parbench.distenv import DistEnv
+from parbench.distenv import DistEnv, is_dtensor
 from parbench.parallel.model import ParallelModel, parallelize
 from parbench.parallel.specs import STRATEGIES
-from parbench.parallel.cp import held_positions
 from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
 from parbench.workloads.reporting import StepReporter
@@ -54,6 +53,8 @@ def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor,
     # Contiguous: pipeline stages check the strides of what they receive against their first batch.
     inputs, labels = (t.contiguous().to(env.device) for t in (local[:, :-1], local[:, 1:]))
     if env.dims.cp > 1:  # context parallel: this rank's chunks of every sequence
+        from parbench.parallel.cp import held_positions  # DTensor's modules: only under cp
+
         held = held_positions(w.seq_len, env.dims.cp, env.mesh["cp"].get_local_rank(), env.device)
         inputs, labels = inputs[:, held], labels[:, held]
     return inputs, labels
@@ -105,7 +106,7 @@ def build_optimizer(w: TrainWorkload, pmodel: ParallelModel) -> torch.optim.Opti
     # Fused AdamW cannot mix DTensor and plain parameters in one call (tp leaves norms plain):
     # one param group per kind, which step() updates separately.
     params = list(pmodel.parameters())
-    groups = [{"params": [p for p in params if isinstance(p, DTensor) == is_dtensor]} for is_dtensor in (True, False)]
+    groups = [{"params": [p for p in params if is_dtensor(p) == sharded]} for sharded in (True, False)]
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=w.lr, fused=True)
 
 
@@ -131,6 +132,13 @@ def inject_fault(cfg: Config, env: DistEnv, step: int, flush: Callable[[], None]
         time.sleep(10**7)
 
 
+def step_phase(w: TrainWorkload, step: int) -> str:
+    """warmup, then the measured steps, then the profiler's window (profile)."""
+    if step < w.warmup_steps:
+        return "warmup"
+    return "measure" if step < w.warmup_steps + w.steps else "profile"
+
+
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     pmodel = build_parallel_model(cfg, env)
@@ -140,31 +148,40 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     autocast = (torch.autocast(env.device.type, dtype=dtype)
                 if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
     clock = StepClock(env.device)
-    total = w.warmup_steps + w.steps
-    step_times, losses, strategy_values = [], [], []
+    measured = range(w.warmup_steps, w.warmup_steps + w.steps)
+    profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, first_step=measured.stop)
+    meter = WindowMeter.for_device(env.device)  # energy and CPU use over the measured steps
+    total = measured.stop + profiler.window_steps
+    times: dict[str, list[float]] = {"warmup": [], "measure": [], "profile": []}
+    losses, strategy_values = [], []
     unread_losses: deque[torch.Tensor] = deque()
 
     def read_step() -> None:
         """Record the oldest unread step; waits for that step only (later ones stay queued)."""
         step = len(losses)
         elapsed = clock.read()
-        measured = pmodel.step_metrics()
+        measured_values = pmodel.step_metrics()
         loss_value = unread_losses.popleft().item() / env.world_size
-        phase = "warmup" if step < w.warmup_steps else "measure"
+        phase = step_phase(w, step)
+        times[phase].append(elapsed)
         if phase == "measure":
-            step_times.append(elapsed)
-            strategy_values.append(measured)
+            strategy_values.append(measured_values)
+            meter.sample()
         losses.append(loss_value)
         reporter.step(step, total, phase, loss=loss_value, step_time_s=elapsed,
-                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed, **measured)
+                      tokens_per_s=tokens_per_step(cfg, env.dims) / elapsed, **measured_values)
 
     def read_all_steps() -> None:
         while unread_losses:
             read_step()
 
-    profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, w.warmup_steps).start()
+    profiler.start()
     try:
         for step in range(total):
+            if step == measured.start:
+                meter.start()
+            if step == measured.stop:
+                meter.stop()
             inject_fault(cfg, env, step, flush=read_all_steps)
             inputs, labels = synthetic_batch(cfg, env, step)
             with clock.step():
@@ -176,10 +193,11 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
             while len(unread_losses) > clock.lag:
                 read_step()
             profiler.step()
+        meter.stop()  # no window after the measured steps
     finally:  # a failing step still leaves the steps before it recorded
         read_all_steps()
     profiler.stop()
-    return train_results(cfg, env, step_times, losses, strategy_values, pmodel, profiler)
+    return train_results(cfg, env, times, losses, strategy_values, pmodel, profiler, meter)
 
 
 def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
@@ -194,22 +212,28 @@ def over_ranks(per_rank: list[list[dict[str, float]]]) -> dict[str, float]:
     return summary
 
 
-def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: list[float],
+def slowest_per_step(per_rank: list[list[float]]) -> list[float]:
+    """A step lasts as long as its slowest rank."""
+    return [max(steps) for steps in zip(*per_rank)]
+
+
+def train_results(cfg: Config, env: DistEnv, times: dict[str, list[float]], losses: list[float],
                   strategy_values: list[dict[str, float]], pmodel: ParallelModel,
-                  profiler: StepProfiler) -> dict:
+                  profiler: StepProfiler, meter: WindowMeter) -> dict:
     """Summary metrics over ranks: a step lasts as long as its slowest rank; memory is max over ranks.
-    Steps the profiler ran in are left out of step_time_s (profile_overhead_ratio compares them)."""
+    The profiler's window comes after the measured steps and never enters step_time_s."""
     gathered: list = [None] * env.world_size
-    dist.all_gather_object(gathered, (step_times, peak_memory_gb(env.device), strategy_values))
-    slowest = [max(times[i] for times, _, _ in gathered) for i in range(len(step_times))]
-    memory = {k: max(mem[k] for _, mem, _ in gathered) for k in gathered[0][1]}
-    stats = summarize(profiler.unprofiled(slowest), "step_time_s", cfg.stats.confidence, cfg.stats.ci_method,
+    dist.all_gather_object(gathered, (times, peak_memory_gb(env.device), strategy_values, meter.reading()))
+    slowest = {phase: slowest_per_step([g[0][phase] for g in gathered]) for phase in times}
+    memory = {k: max(g[1][k] for g in gathered) for k in gathered[0][1]}
+    stats = summarize(slowest["measure"], "step_time_s", cfg.stats.confidence, cfg.stats.ci_method,
                       cfg.stats.bootstrap_resamples)
     tokens = tokens_per_step(cfg, env.dims)
     tokens_per_s = tokens / stats["step_time_s"]
     fig = plan(cfg, env.dims)
     peak = cfg.hardware.peak_tflops[cfg.workload.dtype]
     model_mfu = flops.mfu(fig["flops_per_token"], tokens_per_s, peak, env.world_size)
+    window, window_tags = window_metrics([g[3] for g in gathered], tokens * cfg.workload.steps)
     metrics = {
         **stats,
         "throughput_tokens_per_s": tokens_per_s,
@@ -223,11 +247,12 @@ def train_results(cfg: Config, env: DistEnv, step_times: list[float], losses: li
         "mfu": model_mfu,
         "mfu_nocausal": flops.mfu(fig["flops_per_token_nocausal"], tokens_per_s, peak, env.world_size),
         "hfu": model_mfu * flops.recompute_factor(cfg.workload.activation_checkpointing),
-        "loss_final": losses[-1],
+        "loss_final": losses[cfg.workload.warmup_steps + cfg.workload.steps - 1],  # the last measured step
         **memory,
-        **profiler.results(slowest),
-        **over_ranks([values for _, _, values in gathered]),
+        **window,
+        **profiler.results(slowest["profile"], slowest["measure"]),
+        **over_ranks([g[2] for g in gathered]),
         **pmodel.metrics,
     }
-    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest},
-            "tags": {**profiler.tags, **pmodel.notes}}
+    return {"metrics": metrics, "step_metrics": {"step_time_s_max_over_ranks": slowest["measure"]},
+            "tags": {**profiler.tags, **window_tags, **pmodel.notes}}

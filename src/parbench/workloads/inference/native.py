@@ -17,8 +17,10 @@ from torch.profiler import ProfilerActivity, profile
 
 from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
+from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.metrics.timing import device_synchronize
+from parbench.metrics.profile import analyze_exported, gzip_trace, rank_summary, trace_path
+from parbench.metrics.timing import STEP_RANGE, device_synchronize
 from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import Attention, FeedForward
@@ -33,7 +35,6 @@ from parbench.workloads.reporting import StepReporter, progress
 PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
 OPS_CSV, OPS_PNG = "op_breakdown.csv", "op_breakdown.png"
-TRACE_FILE = "trace_{phase}_rank0.json"  # Chrome/Perfetto trace of one phase on rank 0
 
 
 def synthetic_prompts(cfg: Config, batch_index: int, device: torch.device) -> torch.Tensor:
@@ -87,23 +88,42 @@ def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
 
 @torch.no_grad()
 def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
-                   env: DistEnv, trace_dir: Path) -> dict[str, dict[str, float]]:
-    """Op-type shares (%) of prefill and of decode from one profiled batch; rank 0 writes the traces.
-    Decode runs op by op here: a graph replay has no module scopes to attribute its kernels to."""
-    on_device = env.device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_device else [])
+                   env: DistEnv) -> dict[str, profile]:
+    """One profiled batch: the prefill, then decode steps, each step a parbench.step range (what
+    trace analysis measures in). Decode runs op by op here: a graph replay has no module scopes
+    to attribute its kernels to."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if env.device.type == "cuda" else [])
     profs: dict[str, profile] = {}
     cache.reset()
     with module_scopes(op_categories(decoder)), decoder.launching_op_by_op():
-        with profile(activities=activities) as profs["prefill"]:
+        with profile(activities=activities) as profs["prefill"], record_function(STEP_RANGE):
             tokens = decoder.step(prompts, cache, greedy).cpu()
         with profile(activities=activities) as profs["decode"]:
             for _ in range(min(output_len - 1, PROFILED_DECODE_STEPS)):
-                tokens = decoder.step(tokens.to(env.device)[:, None], cache, greedy).cpu()
-    if env.is_main:
-        for phase, prof in profs.items():
-            prof.export_chrome_trace(str(trace_dir / TRACE_FILE.format(phase=phase)))
-    return {phase: shares_pct(op_time_by_category(prof, on_device)) for phase, prof in profs.items()}
+                with record_function(STEP_RANGE):
+                    tokens = decoder.step(tokens.to(env.device)[:, None], cache, greedy).cpu()
+    return profs
+
+
+def phase_comm_metrics(profs: dict[str, profile], env: DistEnv, job_dir: Path) -> dict[str, float]:
+    """Every rank's trace of each phase analysed as training steps are (comm_pct, exposed_comm_pct,
+    overlap_pct, comm_pct_<collective>, ...), mean over ranks (`_max`: the max), as prefill_* and
+    decode_*; one rank alone has no communication to measure. Rank 0 keeps its traces (gzipped)."""
+    mine = {}
+    for phase, prof in profs.items():
+        raw = trace_path(job_dir, env.rank, phase)
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(raw))
+        if env.world_size == 1:
+            gzip_trace(raw)
+        else:
+            mine[phase] = analyze_exported(raw, keep=env.is_main).metrics()
+    if env.world_size == 1:
+        return {}
+    gathered: list = [None] * env.world_size
+    dist.all_gather_object(gathered, mine)
+    return {f"{phase}_{key}": value for phase in profs
+            for key, value in rank_summary([g[phase] for g in gathered]).items()}
 
 
 def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
@@ -129,8 +149,11 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
     batches, first_tokens = [], None
     total = w.warmup + w.repeats
+    meter = WindowMeter.for_device(env.device)  # energy and CPU use over the measured batches
     for i in range(total):
         phase = "warmup" if i < w.warmup else "measure"
+        if i == w.warmup:
+            meter.start()
         progress(env.rank, f"batch {i + 1}/{total} ({phase}): prefill {w.batch_size}x{w.input_len} tokens, "
                            f"then {w.output_len - 1} decode steps")
         prompts = synthetic_prompts(cfg, i, env.device)
@@ -138,12 +161,14 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         if phase == "measure":
             batches.append(timing)
             first_tokens = tokens if first_tokens is None else first_tokens
+            meter.sample()
         request = timing.requests[0]
         reporter.step(i, total, phase, ttft_s=request.ttft, e2e_s=request.e2e,
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
+    meter.stop()
     job_dir = reporter.path.parent
     progress(env.rank, "gathering results over ranks")
-    results = native_results(cfg, env, decoder, cache, batches, build_s)
+    results = native_results(cfg, env, decoder, cache, batches, build_s, meter)
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
@@ -151,10 +176,12 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         progress(env.rank, "verify: decoding the first measured batch again without the KV cache")
         reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
-    if w.profile:
-        progress(env.rank, "profiling one batch (prefill and decode op breakdown)")
-        shares = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env, job_dir)
-        results["metrics"].update(op_share_metrics(shares))
+    if w.profile and cfg.profile.enabled:
+        progress(env.rank, "profiling one batch (prefill and decode: op breakdown, communication share)")
+        profs = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env)
+        shares = {phase: shares_pct(op_time_by_category(prof, env.device.type == "cuda"))
+                  for phase, prof in profs.items()}
+        results["metrics"].update({**op_share_metrics(shares), **phase_comm_metrics(profs, env, job_dir)})
         if env.is_main:
             results["artifacts"] += write_op_breakdown(shares, job_dir)
             results["artifacts"] += [TRACE_FILE.format(phase=phase) for phase in shares]
@@ -163,20 +190,21 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
 
 
 def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: KVCache,
-                   batches: list[BatchTiming], build_s: float) -> dict:
+                   batches: list[BatchTiming], build_s: float, meter: WindowMeter) -> dict:
     """Rank 0's latencies (what a client sees), memory and model build time as the max over ranks,
-    MBU over all devices."""
+    MBU over all devices, energy over every rank's GPU for the output tokens of the measured batches."""
     w = cfg.workload
     gathered: list = [None] * env.world_size
     per_rank = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
                 **peak_memory_gb(env.device), "model_build_s": build_s}
-    dist.all_gather_object(gathered, per_rank)
-    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m in gathered) for k in per_rank}}
+    dist.all_gather_object(gathered, (per_rank, meter.reading()))
+    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m, _ in gathered) for k in per_rank}}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
                             cfg.hardware.hbm_bandwidth_gbps)
-    return {"metrics": {**metrics, **mbu}, "tags": tags, "artifacts": []}
+    window, window_tags = window_metrics([r for _, r in gathered], len(batches) * w.batch_size * w.output_len)
+    return {"metrics": {**metrics, **mbu, **window}, "tags": {**tags, **window_tags}, "artifacts": []}
 
 
 def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -74,6 +74,8 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
 WORKLOADS.register("train")(WorkloadSpec(
     schema=TrainWorkload, validate=validate, run="parbench.workloads.train:run", plan="parbench.workloads.train:plan",
     summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
-                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "bubble_pct",
-                     "bubble_pct_theory", "profile_overhead_ratio", "mem_peak_allocated_gb", "loss_final"),
+                     "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "overlap_pct",
+                     "bubble_pct", "bubble_pct_theory", "profile_overhead_ratio", "profile_added_s",
+                     "energy_j", "avg_power_w", "tokens_per_joule", "cpu_util_pct", "mem_peak_allocated_gb",
+                     "loss_final"),
 ))

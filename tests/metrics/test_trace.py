@@ -8,7 +8,7 @@ import json
 import pytest
 
 from parbench.metrics import intervals as iv
-from parbench.metrics import trace
+from parbench.metrics import trace, trace_events
 from parbench.metrics.timing import STEP_RANGE, median_ci_bootstrap, median_ci_order, summarize
 
 
@@ -58,7 +58,7 @@ def test_step_breakdown_clips_to_the_window_and_pools_steps():
     ("gloo:all_reduce", "all_reduce"), ("all_to_allv", "all_to_all"), ("gloo:broadcast", "broadcast"),
     ("ncclDevKernel_Generic", "other")])
 def test_collective_names(raw, kind):
-    assert trace.collective_type(raw) == kind
+    assert trace_events.collective_type(raw) == kind
 
 
 def x(name, cat, ts, dur, tid=1, **args):
@@ -72,9 +72,9 @@ def gpu_trace() -> dict:
     100 us alone, an optimizer kernel and a memcpy."""
     return {"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2}, "traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 1000),
-        x(f"{trace.LAYER_RANGE_PREFIX} layers.0", "user_annotation", 10, 200),
+        x(f"{trace_events.LAYER_RANGE_PREFIX} layers.0", "user_annotation", 10, 200),
         x("aten::mm", "cpu_op", 20, 10, **{"External id": 1, "Sequence number": 7}),
-        x(f"{trace.BACKWARD_PREFIX} MmBackward0", "cpu_op", 300, 300, tid=2, **{"Sequence number": 7}),
+        x(f"{trace_events.BACKWARD_PREFIX} MmBackward0", "cpu_op", 300, 300, tid=2, **{"Sequence number": 7}),
         x("aten::mm", "cpu_op", 310, 10, tid=2, **{"External id": 2}),
         x("record_param_comms", "cpu_op", 500, 10, tid=2, **{"External id": 3}),
         x("Optimizer.step#AdamW.step", "user_annotation", 800, 150),
@@ -118,7 +118,7 @@ def cpu_trace() -> dict:
     return {"distributedInfo": {"backend": "gloo", "pg_config": [{"pg_size": 2}, {"pg_size": 1}]}, "traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 100), x(STEP_RANGE, "user_annotation", 200, 100),
         x("aten::linear", "cpu_op", 0, 40), x("aten::addmm", "cpu_op", 5, 30),
-        x(f"{trace.BACKWARD_PREFIX} AddmmBackward0", "cpu_op", 40, 20), x("aten::mm", "cpu_op", 40, 20),
+        x(f"{trace_events.BACKWARD_PREFIX} AddmmBackward0", "cpu_op", 40, 20), x("aten::mm", "cpu_op", 40, 20),
         x("c10d::allreduce_", "cpu_op", 50, 2),
         x("gloo:all_reduce", "user_annotation", 55, 30, tid=9, **{"Input Dims": [[250]], "Input type": ["float"]}),
         x("aten::copy_", "cpu_op", 60, 5, tid=9),  # gloo's own copies: part of the collective
@@ -156,7 +156,7 @@ def test_cpu_time_blocked_inside_an_autograd_node_is_not_compute():
     """FSDP's post-backward node waits for its reduce-scatter: only its operators are compute."""
     result = trace.analyze({"traceEvents": [
         x(STEP_RANGE, "user_annotation", 0, 100),
-        x(f"{trace.BACKWARD_PREFIX} RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
+        x(f"{trace_events.BACKWARD_PREFIX} RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
         x("RegisterPostBackwardFunctionBackward", "cpu_op", 0, 100),
         x("fsdp::chunk_cat", "cpu_op", 0, 10), x("c10d::_reduce_scatter_base_", "cpu_op", 10, 1),
         x("gloo:all_reduce", "user_annotation", 12, 80, tid=9), x("aten::div_", "cpu_op", 95, 5),
@@ -171,7 +171,7 @@ def test_trace_without_steps_is_an_error_naming_the_cause(tmp_path):
     with gzip.open(path, "wt") as f:
         json.dump({"traceEvents": [x("aten::mm", "cpu_op", 0, 1)]}, f)
     with pytest.raises(ValueError, match=STEP_RANGE):
-        trace.analyze(trace.load_trace(path))
+        trace.analyze(trace_events.load_trace(path))
 
 
 def test_median_confidence_intervals():
@@ -206,9 +206,9 @@ def test_gpu_steps_are_placed_by_the_host_range_that_launched_them():
 def test_device_mirrors_of_ranges_are_ignored():
     """Kineto mirrors record_function ranges onto the GPU timeline, late by the launch queue:
     the layer of a host op comes from host ranges only."""
-    events = trace.complete_events({"traceEvents": [
-        x(f"{trace.LAYER_RANGE_PREFIX} layers.1", "user_annotation", 140, 60),
-        x(f"{trace.LAYER_RANGE_PREFIX} layers.0", "gpu_user_annotation", 145, 155, tid=7),
+    events = trace_events.complete_events({"traceEvents": [
+        x(f"{trace_events.LAYER_RANGE_PREFIX} layers.1", "user_annotation", 140, 60),
+        x(f"{trace_events.LAYER_RANGE_PREFIX} layers.0", "gpu_user_annotation", 145, 155, tid=7),
         x("aten::add", "cpu_op", 150, 5, **{"External id": 5}),
         x("vectorized_elementwise_kernel", "kernel", 400, 10, tid=7, **{"External id": 5}),
     ]})

@@ -10,6 +10,7 @@ import socket
 import sys
 from collections import Counter
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,7 +31,8 @@ from parbench.report.inference import (fit_curve, plot_latency_vs_input, plot_th
 from parbench.workloads.inference.latency import BatchTiming, RequestTiming, latency_metrics
 
 TINY = ModelConfig(name="t", layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, max_seq_len=64)
-# vLLM's CPU attention has no kernel for head_dim 16 (tiny's): a head_dim-64 variant of it.
+
+
 def test_cached_forward_matches_full_forward_in_chunks():
     """Prefill 5, a chunk of 3 (queries fewer than keys: causal aligned to the end), then 1 by 1."""
     torch.manual_seed(0)
@@ -278,11 +280,26 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
     assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0
     assert children.loc["pp", "metrics.decode_op_pct_p2p"] > 0
+    assert children.loc["pp", "metrics.decode_comm_pct_send_recv"] > 0  # gloo's recv, on the model's thread
+    assert pd.isna(children.loc["dp"].get("metrics.decode_comm_pct"))  # one rank: nothing to share
     assert children.loc["tp", "metrics.mem_weights_gb"] < children.loc["dp", "metrics.mem_weights_gb"]
     for layout in ("tp", "pp"):  # the sweep's end compares them with the single-rank run
         assert np.isfinite(children.loc[layout, "metrics.overhead_pct_tpot_s_p50"])
         assert children.loc[layout, "metrics.scaling_efficiency"] > 0
     assert (cli.root / "sweep" / "inference_scaling.csv").exists()
+
+
+def test_tp2_inference_logs_the_communication_share_of_prefill_and_decode(cli):
+    """By default (no profile override): each phase's trace on each rank, analysed as training steps are."""
+    cli.run("workload=inference", "parallel=tp", "workload.repeats=1", "workload.input_len=16", "workload.output_len=4")
+    run = cli.runs().iloc[0]
+    for phase in ("prefill", "decode"):
+        assert 0 < run[f"metrics.{phase}_comm_pct"] < 100, phase
+        assert run[f"metrics.{phase}_exposed_comm_pct"] <= run[f"metrics.{phase}_comm_pct"] + 1e-9
+        assert run[f"metrics.{phase}_comm_pct_all_reduce"] > 0  # Megatron's row-parallel sums
+    artifacts = {a.path for a in mlflow.MlflowClient(cli.uri).list_artifacts(run.run_id, "profile")}
+    assert {"profile/trace_prefill_rank0.json.gz", "profile/trace_decode_rank0.json.gz"} <= artifacts
+    assert run["metrics.cpu_util_pct"] > 0 and "metrics.energy_j" not in run  # CPU: no energy counter
 
 
 def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):

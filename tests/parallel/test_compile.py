@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_strategies_tp_cp import TRAIN, single_process_losses
+from test_tp_cp import TRAIN, single_process_losses
 from torch import nn
 from torch.distributed._functional_collectives import AsyncCollectiveTensor
 

@@ -61,7 +61,7 @@ def test_zero_stage_trains_like_ddp(cli, ddp_losses, parallel, optimizer):
 
 @needs_deepspeed
 def test_sweep_puts_fsdp_and_zero2_side_by_side_in_mlflow(cli):
-    cli.run("parallel=fsdp,zero2", "workload.steps=5", "profile.enabled=true", multirun=True)
+    cli.run("parallel=fsdp,zero2", "workload.steps=5", multirun=True)  # profiled by default
     runs = cli.runs()
     children = runs[runs["tags.mlflow.parentRunId"].notna()].set_index("params.parallel.name")
     assert set(children.index) == {"fsdp", "zero2"} and (children.status == "FINISHED").all()
