@@ -1,7 +1,8 @@
 """Compare the native inference engine's greedy tokens across the jobs of one sweep:
     python benchmarks/compare_tokens.py SWEEP_DIR
-Each job (parallel=dp/tp/pp) prints its layout, the KV-cache-vs-recompute mismatches it counted
-(workload.verify=true) and whether its tokens equal the first finished job's."""
+Each job (parallel=dp/tp/pp) prints its layout and decode mode, the KV-cache-vs-recompute
+mismatches it counted (workload.verify=true: the reference path is eager, without the cache) and
+whether its tokens equal the first finished job's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 
 def layout(job: Path) -> str:
     overrides = (job / ".hydra" / "overrides.yaml").read_text()
-    return overrides.split("parallel=")[1].split()[0] if "parallel=" in overrides else "default"
+    name = overrides.split("parallel=")[1].split()[0] if "parallel=" in overrides else "default"
+    results = job / "results.json"
+    mode = json.loads(results.read_text())["tags"].get("decode_mode", "eager") if results.exists() else "?"
+    return f"{name} ({mode})"
 
 
 def main(sweep: Path) -> None:
@@ -21,11 +25,11 @@ def main(sweep: Path) -> None:
     reference = json.loads((finished[0] / "generated_tokens.json").read_text()) if finished else None
     for job in jobs:
         if job not in finished:
-            print(f"{layout(job):4s} FAILED: see {job / 'worker.log'}")
+            print(f"{layout(job)} FAILED: see {job / 'worker.log'}")
             continue
         metrics = json.loads((job / "results.json").read_text())["metrics"]
         same = json.loads((job / "generated_tokens.json").read_text()) == reference
-        print(f"{layout(job):4s} KV-cache decode vs recompute: {metrics['decode_mismatched_tokens']:.0f} mismatched "
+        print(f"{layout(job)} KV-cache decode vs recompute: {metrics['decode_mismatched_tokens']:.0f} mismatched "
               f"tokens; tokens {'==' if same else '!='} {layout(finished[0])}'s")
 
 

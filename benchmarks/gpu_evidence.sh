@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
-# Suites: strategies | titan1b | titan8b | inference | inference1 | correctness | micro | scaling | record | record8b |
-# deepspeed   (see each below)
+# Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
+# scaling | record | record8b | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -50,7 +50,7 @@ case $SUITE in
     LAYOUTS=(parallel=dp,tp,pp); [ "$SUITE" = inference1 ] && LAYOUTS=(hardware.gpus_per_node=1)
     [ -n "${LAYOUTS_OVERRIDE:-}" ] && read -ra LAYOUTS <<< "$LAYOUTS_OVERRIDE"
     INF=(workload=inference model=llama2_7b model.max_seq_len=8320 workload.output_len=32 workload.warmup=1
-         workload.repeats=3 workload.profile=false launch.timeout_s=300 "${LAYOUTS[@]}")
+         workload.repeats=3 workload.profile=false launch.timeout_s=600 "${LAYOUTS[@]}")
     for s in ${SWEEPS:-check input_len batch}; do
       case $s in
         check) sweep "check${TAG:+_$TAG}" workload=inference model=tiny workload.dtype=fp32 workload.verify=true \
@@ -60,6 +60,11 @@ case $SUITE in
         batch) sweep "batch${TAG:+_$TAG}" "${INF[@]}" workload.input_len=1024 workload.batch_size="${BATCHES:-1,8,32}" "$@" ;;
       esac
     done
+    ;;
+  decode)  # 1 GPU: llama2_7b decode TPOT/MBU per decode variant and batch (1/8/32/64), prefill MFU (~10 min)
+    echo "== decode: python benchmarks/decode_mbu.py $*" | tee -a "$W/commands.txt"
+    python benchmarks/decode_mbu.py --json "$W/decode_mbu.json" "$@" 2>&1 | tee "$W/decode_mbu.log" \
+      | grep -v "^\[rank0\]:W"
     ;;
   correctness)  # 2 GPUs, fp32, tiny model: NCCL layouts reproduce the 1-GPU losses step by step
     # seq 128: torch's ring attention over the fp32 (memory-efficient) kernel needs chunks of 32+ positions.

@@ -9,6 +9,7 @@ import re
 import socket
 import sys
 from collections import Counter
+from types import SimpleNamespace
 
 import mlflow
 import numpy as np
@@ -22,13 +23,14 @@ from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.models.build import build_initialized, build_model
+from parbench.models.build import build_initialized, build_model, count_params
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import init_module
+from parbench.models.llama import fuse_projections, init_module
 from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
-from parbench.report.inference import (fit_curve, plot_latency_vs_input, plot_throughput_bars, plot_vs_batch,
-                                       scaling_table)
-from parbench.workloads.inference.latency import BatchTiming, RequestTiming, latency_metrics
+from parbench.report.inference import (decode_modes, fit_curve, plot_latency_vs_input, plot_throughput_bars,
+                                       plot_vs_batch, scaling_table)
+from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
+                                                   latency_metrics, mbu_metrics, prefill_flops)
 
 TINY = ModelConfig(name="t", layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, max_seq_len=64)
 
@@ -95,7 +97,7 @@ def test_static_decode_over_reused_buffers_matches_each_batchs_full_forward():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the GPU machine)")
 def test_decode_graph_replays_the_op_by_op_decode():
-    from parbench.workloads.inference.cuda_graph import DecodeGraph
+    from parbench.workloads.inference.decode_step import StaticDecodeStep
 
     torch.manual_seed(0)
     model = build_model(TINY, "cuda").eval()
@@ -104,7 +106,7 @@ def test_decode_graph_replays_the_op_by_op_decode():
     def compute(x, cache, sample, positions=None):
         return sample(model(x, positions=positions, cache=cache)[:, -1])
 
-    def decode(graph: DecodeGraph | None) -> torch.Tensor:
+    def decode(graph: StaticDecodeStep | None) -> torch.Tensor:
         cache = KVCache(list(model.layers.keys()), max_len=16)
         tokens = [compute(prompts, cache, greedy_argmax)]
         for _ in range(6):
@@ -114,17 +116,17 @@ def test_decode_graph_replays_the_op_by_op_decode():
         return torch.stack(tokens, dim=1)
 
     with torch.no_grad():
-        graph = DecodeGraph(compute)
+        graph = StaticDecodeStep(compute, graph=True)
         assert torch.equal(decode(graph), decode(None))
         graph.release()
 
 
 def test_decode_graph_refuses_a_replay_it_was_not_captured_for():
     """The checks before a replay (the capture itself needs a GPU)."""
-    from parbench.workloads.inference.cuda_graph import DecodeGraph
+    from parbench.workloads.inference.decode_step import StaticDecodeStep
 
     cache = KVCache(["0"], max_len=4)
-    graph = DecodeGraph(lambda *args, **kwargs: None)
+    graph = StaticDecodeStep(lambda *args, **kwargs: None, graph=True)
     graph.input, graph.cache = torch.zeros(2, 1, dtype=torch.long), cache
     cache.advance(3)
     graph.check_replayable(torch.zeros(2, 1, dtype=torch.long), cache)
@@ -232,6 +234,72 @@ def test_tp2_and_pp2_ranks_build_only_their_shards_of_the_seeded_model():
     mp.start_processes(_sharded_build_rank, args=(2, _free_port()), nprocs=2, start_method="spawn")
 
 
+def test_mbu_and_prefill_flops_equal_hand_computations(model_config):
+    """MBU for a known byte count and time; a llama2_7b step's bytes and its prefill FLOPs by hand."""
+    mbu, tags = mbu_metrics(13.0e9, 0.5e9, 6e-3, 1, 3350)
+    assert not tags and mbu["decode_bandwidth_gbps"] == pytest.approx(2250.0)  # 13.5 GB / 6 ms
+    assert mbu["mbu"] == pytest.approx(2250 / 3350) and mbu["decode_bytes_per_step"] == 13.5e9
+    assert mbu_metrics(13.0e9, 0.5e9, 6e-3, 2, 3350)[0]["mbu"] == pytest.approx(2250 / 6700)  # two devices
+    cfg = model_config("llama2_7b")
+    counts = count_params(build_model(cfg, "meta"), cfg)
+    weights, kv = decode_bytes_per_step(cfg, counts, SimpleNamespace(input_len=1024, output_len=64, batch_size=8),
+                                        torch.bfloat16)
+    block = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096  # q k v o, w1 w2 w3, two norms
+    head = 32000 * 4096
+    assert weights == 2 * (32 * block + 4096 + head)  # every weight but the input embedding, 2 bytes
+    assert kv == 2 * 32 * 32 * 128 * 2 * 8 * (1024 + 32)  # k and v, layers, heads, head_dim, bytes, batch, context
+    attention = 2 * 32 * 4096 * 2048**2  # QK^T and AV over the causal half: 2 x 2 x L x d x T^2 / 2
+    assert prefill_flops(cfg, counts, 3, 2048) == 3 * (2 * (weights / 2 - head) * 2048 + 2 * head + attention)
+
+
+def test_fused_projections_compute_the_same_function():
+    torch.manual_seed(0)
+    model = build_model(TINY, "cpu").eval()
+    tokens = torch.randint(0, TINY.vocab, (2, 6))
+    with torch.no_grad():
+        before = model(tokens)
+        count = sum(p.numel() for p in model.parameters())
+        fuse_projections(model)
+        after = model(tokens)
+    block = model.layers["0"]
+    assert block.attention.wqkv is not None and block.feed_forward.w13 is not None
+    assert not hasattr(block.attention, "wq") and not hasattr(block.feed_forward, "w1")
+    assert sum(p.numel() for p in model.parameters()) == count and block.attention.kv_heads == TINY.kv_heads
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+
+
+def test_static_decode_options_generate_the_reference_tokens(tmp_path):
+    """One gloo rank: the engine's generate() (next step queued before the host copy) with fused
+    projections through the static-shape step gives the eager path's tokens and the reference's
+    (recomputing the whole sequence without a cache). Compiled steps: the slow torchrun test."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from parbench.config.dims import MESH_DIMS, ParallelDims
+    from parbench.distenv import DistEnv
+    from parbench.workloads.inference.decode_step import DecodeOptions
+    from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
+    from parbench.workloads.inference.native import generate, generate_without_cache
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        dims = ParallelDims(pp=1, dp=1, fsdp=1, cp=1, tp=1, ep=1)
+        env = DistEnv(0, 0, 1, torch.device("cpu"), dims, init_device_mesh("cpu", dims.mesh_shape(),
+                                                                              mesh_dim_names=MESH_DIMS))
+        prompts = torch.randint(0, TINY.vocab, (3, 7), generator=torch.Generator().manual_seed(1))
+        decoder = PipelinedDecoder(build_shard(TINY, 5, env, torch.float32), env, torch.float32)
+        reference = generate_without_cache(decoder, prompts, 9)
+        eager_timing, eager = generate(decoder, decoder.kv_cache(3, 16), prompts, 9, env.device)
+        fuse_projections(decoder.model)
+        decoder.use(DecodeOptions(fuse=True, static_shapes=True))
+        assert decoder.static is not None
+        _, fused_static = generate(decoder, decoder.kv_cache(3, 16), prompts, 9, env.device)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    assert torch.equal(eager, reference) and torch.equal(fused_static, reference)
+    assert eager_timing.requests[0].output_tokens == 9 and len(eager_timing.requests) == 3
+
+
 def test_latency_metrics_follow_vllm_definitions():
     request = RequestTiming.from_token_times([0.5, 0.6, 0.8, 0.9])
     assert request.ttft == 0.5 and request.e2e == 0.9
@@ -260,12 +328,15 @@ def test_op_shares_attribute_ops_to_module_scopes_and_all_reduce(tmp_path):
     assert shares["mlp"] > shares["norm"]
 
 
-@pytest.mark.slow  # three torchrun jobs
+@pytest.mark.slow  # three torchrun jobs, each compiling its prefill and decode step
 def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     """parallel=dp on 2 CPU 'devices' runs one rank (inference uses tp*pp ranks); tp and pp two.
-    Each decodes with the KV cache and again by recomputing the whole sequence every step."""
+    Each decodes with the KV cache through the optimised path (decode_mode=compile: fused
+    projections, inductor-compiled static-shape steps; no CUDA graph on CPU) and again through the
+    reference path (eager, recomputing the whole sequence every step)."""
     cli.run("workload=inference", "parallel=dp,tp,pp", "workload.verify=true", "workload.repeats=2",
-            "workload.output_len=12", "workload.input_len=20", multirun=True)
+            "workload.output_len=12", "workload.input_len=20", "workload.decode_mode=compile", multirun=True,
+            timeout=1200)
     runs = cli.runs()
     children = runs[runs["tags.mlflow.parentRunId"].notna()].set_index("params.parallel.name")
     assert (children.status == "FINISHED").all() and len(children) == 3
@@ -278,6 +349,7 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
                    "model_build_s"):
         assert (children[f"metrics.{metric}"] > 0).all(), metric
     assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
+    assert (children["tags.decode_mode"] == "compile").all() and (children["metrics.prefill_mfu"] > 0).all()
     assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0
     assert children.loc["pp", "metrics.decode_op_pct_p2p"] > 0
     assert children.loc["pp", "metrics.decode_comm_pct_send_recv"] > 0  # gloo's recv, on the model's thread
@@ -307,8 +379,9 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
     proc = cli.run("workload=inference", "parallel=tp", "model.vocab=511", "dry_run=true", check=False)
     assert proc.returncode == 2 and "model.vocab=511 is not divisible by parallel.tp=2" in proc.stderr
-    proc = cli.run("workload=inference", "workload.cuda_graph=true", "dry_run=true", check=False)
-    assert proc.returncode == 2 and "workload.cuda_graph=true cannot run: it needs a CUDA device" in proc.stderr
+    proc = cli.run("workload=inference", "workload.decode_mode=graph", "dry_run=true", check=False)
+    assert proc.returncode == 2
+    assert "workload.decode_mode=graph cannot run: CUDA graphs need a CUDA device" in proc.stderr
     # Without vLLM installed, every vllm config is refused first with the install command.
     vllm_installed = importlib.util.find_spec("vllm") is not None
     proc = cli.run("workload=inference", "workload.engine=vllm", "model=tiny_moe", "dry_run=true", check=False)
@@ -320,20 +393,35 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 
 @pytest.mark.parametrize("overrides, message", [
     (["model=tiny_moe"], "MoE routing (4 experts) has data-dependent shapes"),
-    (["parallel=pp"], "capture under pipeline stages (parallel.pp=2) is not supported yet"),
+    (["parallel=pp"], "CUDA-graph capture under pipeline stages (parallel.pp=2) has not run on a GPU yet"),
     (["workload.warmup=0"], "set workload.warmup >= 1"),
     (["workload.engine=vllm"], "set workload.vllm.enforce_eager=false instead"),
+    (["workload.decode_mode=fast"], "use one of auto, eager, graph, compile"),
 ])
-def test_cuda_graph_is_refused_where_it_cannot_run(overrides, message):
+@pytest.mark.parametrize("mode", ["graph", "compile"])
+def test_fast_decode_modes_are_refused_where_they_cannot_run(overrides, message, mode):
     from parbench.config import ConfigError
     from parbench.config.hardware import GpuInfo
     from parbench.orchestrator import validate
 
     gpus = [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 2
-    cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2", "workload.cuda_graph=true",
-                  *overrides, gpus=gpus)
+    cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2",
+                  f"workload.decode_mode={mode}", *overrides, gpus=gpus)
     with pytest.raises(ConfigError, match=re.escape(message)):
         validate(cfg, gpus)
+
+
+@pytest.mark.parametrize("hardware, overrides, mode", [
+    ("h100_sxm", [], "compile"),  # the fast path by default on a GPU
+    ("h100_sxm", ["parallel=pp"], "eager"),  # where it cannot run, auto falls back
+    ("h100_sxm", ["model=tiny_moe"], "eager"),
+    ("cpu", [], "eager"),
+])
+def test_auto_decode_mode_takes_the_fast_path_on_gpus(hardware, overrides, mode):
+    from parbench.workloads.specs.inference import resolved_decode_mode
+
+    cfg = compose("workload=inference", f"hardware={hardware}", "hardware.gpus_per_node=2", *overrides)
+    assert cfg.workload.decode_mode == "auto" and resolved_decode_mode(cfg) == mode
 
 
 def test_vllm_missing_names_the_install_command(monkeypatch):
@@ -370,7 +458,7 @@ def sweep_frame() -> pd.DataFrame:
                              **{f"params.{k}": "x" for k in ("workload.engine", "workload.dtype", "model.name",
                                                              "hardware.name", "workload.output_len")},
                              "params.workload.input_len": str(length), "params.workload.batch_size": str(batch),
-                             "params.workload.cuda_graph": "False", "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
+                             "decode_mode": "eager", "metrics.ttft_s_p50": ttft, "metrics.e2e_s_p50": ttft + 0.5,
                              "metrics.tpot_s_p50": 0.02 * (1.25 if tp == 2 else 1),
                              "metrics.output_tokens_per_s": batch * 16 / (single_ttft + 0.5) * (1.5 if tp == 2 else 1)})
     return pd.DataFrame(rows)
@@ -382,9 +470,12 @@ def test_scaling_table_and_plots(tmp_path):
     assert len(table) == 6
     assert table["overhead_pct_tpot_s_p50"].to_numpy() == pytest.approx(25.0)
     assert table["scaling_efficiency"].to_numpy() == pytest.approx(0.75)
-    # A CUDA-graph decode is not compared with one launched op by op.
-    graphed = runs.assign(**{"params.workload.cuda_graph": np.where(runs["tp"] == 1, "True", "False")})
-    assert scaling_table(graphed).empty
+    # A compiled / CUDA-graph decode is not compared with one launched op by op.
+    compiled = runs.assign(decode_mode=np.where(runs["tp"] == 1, "compile", "eager"))
+    assert scaling_table(compiled).empty
+    logged = pd.DataFrame({"tags.decode_mode": ["compile", None, None],
+                           "params.workload.cuda_graph": [None, "True", None]})
+    assert decode_modes(logged).tolist() == ["compile", "graph", "eager"]  # runs logged before decode_mode existed
     x = np.array([128.0, 512, 2048, 4096])
     curve = fit_curve(x, 1e-4 * x + 1e-8 * x**2)
     assert curve(1024) == pytest.approx(1e-4 * 1024 + 1e-8 * 1024**2, rel=1e-6)

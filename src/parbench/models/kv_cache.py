@@ -1,7 +1,8 @@
 """Key/value cache for autoregressive decoding: one preallocated buffer pair per attention layer.
 
-Buffers are allocated on the first write, from the shapes the layer produces, so a layer under
-tensor parallelism caches only its own heads and a pipeline stage only its own layers.
+Buffers are allocated up front (LayerKVCache.allocate) or on the first write, from the shapes the
+layer produces, so a layer under tensor parallelism caches only its own heads and a pipeline
+stage only its own layers.
 
 Two ways to decode: by default each step attends over the filled part of the buffers (shapes
 grow with the sequence); with a position tensor set (`KVCache.use_position`), a one-token step
@@ -40,16 +41,20 @@ class LayerKVCache:
         visible = (torch.arange(self.max_len, device=q.device) <= self.position)[None]  # [1 query, keys]
         return one_token_attention(q, self.k, self.v, visible)
 
+    def allocate(self, batch: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        """The buffers, before the first write (a compiled prefill then never sees them missing)."""
+        shape = (batch, kv_heads, self.max_len, head_dim)
+        # Zeros, not empty: the static path attends over never-written positions too, and a
+        # masked NaN/Inf left in the memory still turns the output into NaN.
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append k/v [batch, kv_heads, new, head_dim]; return every cached position so far."""
         end = self.length + k.shape[2]
         check_room(end, self.max_len)
         if self.k is None:
-            shape = (k.shape[0], k.shape[1], self.max_len, k.shape[3])
-            # Zeros, not empty: the static path attends over never-written positions too, and a
-            # masked NaN/Inf left in the memory still turns the output into NaN.
-            self.k = torch.zeros(shape, dtype=k.dtype, device=k.device)
-            self.v = torch.zeros(shape, dtype=v.dtype, device=v.device)
+            self.allocate(k.shape[0], k.shape[1], k.shape[3], k.dtype, k.device)
         self.k[:, :, self.length:end] = k
         self.v[:, :, self.length:end] = v
         self.length = end

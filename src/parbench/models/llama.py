@@ -54,14 +54,31 @@ class Attention(nn.Module):
         self.k_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         # Swappable core (context parallel replaces it with a ring / all-gather form).
         self.attention_fn = causal_attention
+        self.wqkv: nn.Linear | None = None  # q, k and v in one matmul once fuse_projections() ran
+
+    def fuse_projections(self) -> None:
+        """Replace wq/wk/wv by one Linear of their concatenated rows (under tensor parallel, this
+        rank's rows): a decode step reads the same bytes in one kernel instead of three."""
+        self.qkv_sizes = [w.out_features for w in (self.wq, self.wk, self.wv)]
+        self.wqkv = concatenated_linear(self.wq, self.wk, self.wv)
+        del self.wq, self.wk, self.wv
+
+    @property
+    def kv_heads(self) -> int:
+        """The k (and v) heads this module projects to (under tensor parallel, this rank's)."""
+        width = self.qkv_sizes[1] if self.wqkv is not None else self.wk.out_features
+        return width // self.head_dim
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.wqkv is None:
+            return self.wq(x), self.wk(x), self.wv(x)
+        return self.wqkv(x).split(self.qkv_sizes, dim=-1)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
                 cache: LayerKVCache | None = None) -> torch.Tensor:
         b, s, _ = x.shape
         # -1 heads: under tensor parallelism each rank holds a slice of the heads.
-        q = self.wq(x).view(b, s, -1, self.head_dim)
-        k = self.wk(x).view(b, s, -1, self.head_dim)
-        v = self.wv(x).view(b, s, -1, self.head_dim)
+        q, k, v = (t.reshape(b, s, -1, self.head_dim) for t in self.project_qkv(x))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
@@ -82,9 +99,38 @@ class FeedForward(nn.Module):
         self.w1 = nn.Linear(hidden, ffn, bias=False)
         self.w2 = nn.Linear(ffn, hidden, bias=False)
         self.w3 = nn.Linear(hidden, ffn, bias=False)
+        self.w13: nn.Linear | None = None  # gate and up in one matmul once fuse_projections() ran
+
+    def fuse_projections(self) -> None:
+        """Replace w1/w3 by one Linear of their concatenated rows (as vLLM's gate_up_proj)."""
+        self.w13 = concatenated_linear(self.w1, self.w3)
+        del self.w1, self.w3
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        if self.w13 is None:
+            gate, up = self.w1(x), self.w3(x)
+        else:
+            gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+def concatenated_linear(*linears: nn.Linear) -> nn.Linear:
+    """One bias-free Linear whose output is the linears' outputs side by side."""
+    if any(m.bias is not None for m in linears):
+        raise ValueError("fusing projections needs bias-free Linear layers (Llama's)")
+    weight = torch.cat([m.weight for m in linears])
+    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+    fused.weight = nn.Parameter(weight, requires_grad=False)
+    return fused
+
+
+def fuse_projections(model: nn.Module) -> nn.Module:
+    """Fused q/k/v and gate/up projections in every block (for inference: the weights are
+    concatenated, not shared with the unfused modules, which are dropped)."""
+    for module in list(model.modules()):
+        if isinstance(module, (Attention, FeedForward)):
+            module.fuse_projections()
+    return model
 
 
 class TransformerBlock(nn.Module):
@@ -148,10 +194,11 @@ class Transformer(nn.Module):
         parallel holds chunks of the sequence); with a cache, `tokens` continue the cached sequence
         from position cache.length."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
-        start = cache.length if cache is not None else 0
-        # tokens, not h: under sequence parallel h holds only this rank's part of the sequence.
-        held = slice(start, start + tokens.shape[1]) if positions is None else positions
-        rope = (self.rope_cos[held], self.rope_sin[held])
+        if positions is None:  # (a compiled static decode step must not read cache.length: it changes)
+            start = cache.length if cache is not None else 0
+            # tokens, not h: under sequence parallel h holds only this rank's part of the sequence.
+            positions = slice(start, start + tokens.shape[1])
+        rope = (self.rope_cos[positions], self.rope_sin[positions])
         for name, layer in self.layers.items():
             h = layer(h, rope, cache=cache.layer(name) if cache is not None else None)
         h = self.norm(h) if self.norm is not None else h

@@ -18,7 +18,7 @@ from parbench.tracking.store import Store  # noqa: E402
 
 # Runs that differ only in the layout are compared: these params must match.
 SAME_REQUEST = ("params.workload.engine", "params.workload.input_len", "params.workload.output_len",
-                "params.workload.batch_size", "params.workload.dtype", "params.workload.cuda_graph",
+                "params.workload.batch_size", "params.workload.dtype", "decode_mode",
                 "params.model.name", "params.hardware.name")
 # (metric, lower is better): overhead % = layout / single device - 1, sign so that + is worse.
 COMPARED = (("ttft_s_p50", True), ("tpot_s_p50", True), ("e2e_s_p50", True), ("output_tokens_per_s", False))
@@ -40,12 +40,22 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if "params.workload.engine" in done:  # both engines in one sweep: their series apart
         other = done["params.workload.engine"].fillna("native") != "native"
         done.loc[other, "layout"] = done.loc[other, "params.workload.engine"] + "_" + done.loc[other, "layout"]
-    if "params.workload.cuda_graph" in done:  # runs logged before the option existed decoded op by op
-        done["params.workload.cuda_graph"] = done["params.workload.cuda_graph"].fillna("False")
-        done.loc[done["params.workload.cuda_graph"] == "True", "layout"] += "_graph"
+    done["decode_mode"] = decode_modes(done)
+    fast = done["decode_mode"] != "eager"
+    done.loc[fast, "layout"] += "_" + done.loc[fast, "decode_mode"]
     for key in ("input_len", "output_len", "batch_size"):
         done[key] = done[f"params.workload.{key}"].astype(int)
     return done
+
+
+def decode_modes(runs: pd.DataFrame) -> pd.Series:
+    """Each run's resolved decode mode (the `decode_mode` tag). Runs logged before it existed
+    decoded op by op (eager), or as a CUDA graph where their workload.cuda_graph was true."""
+    modes = runs["tags.decode_mode"] if "tags.decode_mode" in runs else pd.Series(None, index=runs.index)
+    modes = modes.fillna("eager")
+    if "params.workload.cuda_graph" in runs:
+        modes = modes.mask(runs["params.workload.cuda_graph"] == "True", "graph")
+    return modes
 
 
 def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:

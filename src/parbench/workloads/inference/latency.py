@@ -7,6 +7,10 @@
     output_tokens_per_s = output tokens of all measured requests / their total time
     requests_per_s      = measured requests / their total time
     MBU   = (weight bytes + KV bytes read per decode step) / TPOT / (peak HBM bandwidth x devices)
+    prefill MFU = prefill FLOPs / TTFT / (peak dense FLOP/s x devices), the FLOPs of the forward
+          over the prompts with the causal convention (the masked half of the scores not counted):
+          batch x (2 (N - head) T + 2 head + 2 L d_attn T^2), T = input_len; the head runs on
+          the last position only (as in vLLM). TTFT includes the first sampling.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from parbench.config.schema import ModelConfig
+from parbench.metrics.flops import attention_flops_per_token
 from parbench.metrics.timing import percentile
 from parbench.models import ParamCounts
 
@@ -99,3 +104,22 @@ def mbu_metrics(weight_bytes: float, kv_bytes: float, tpot_s: float | None, devi
     if not hbm_bandwidth_gbps:
         return metrics, {"mbu": "n/a (hardware.hbm_bandwidth_gbps is not set for this hardware)"}
     return {**metrics, "mbu": achieved / (hbm_bandwidth_gbps * devices)}, {}
+
+
+def prefill_flops(model: ModelConfig, counts: ParamCounts, batch_size: int, input_len: int) -> float:
+    """Forward FLOPs of prefilling `batch_size` prompts of `input_len` tokens (causal convention)."""
+    head = model.vocab * model.hidden
+    # attention_flops_per_token counts forward and backward (3 forwards' worth).
+    attention = attention_flops_per_token(model, input_len, causal=True) / 3 * input_len
+    return batch_size * (2 * (counts.matmul_active - head) * input_len + 2 * head + attention)
+
+
+def prefill_mfu_metrics(flops: float, ttft_s: float | None, devices: int,
+                        peak_tflops: float | None) -> tuple[dict[str, float], dict[str, str]]:
+    """Prefill FLOP/s and MFU from the TTFT; MFU is n/a (a tag) without a peak for the dtype."""
+    if not ttft_s:
+        return {}, {}
+    metrics = {"prefill_flops": flops, "prefill_tflops": flops / ttft_s / 1e12}
+    if not peak_tflops:
+        return metrics, {"prefill_mfu": "n/a (hardware.peak_tflops has no entry for workload.dtype)"}
+    return {**metrics, "prefill_mfu": flops / ttft_s / (peak_tflops * 1e12 * devices)}, {}

@@ -28,7 +28,7 @@ from parbench.models.kv_cache import KVCache
 from parbench.models.llama import FeedForward, Transformer, init_module
 from parbench.distenv import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
-from parbench.workloads.inference.cuda_graph import DecodeGraph
+from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compiled
 
 
 class VocabParallelEmbedding(nn.Embedding):
@@ -163,7 +163,7 @@ def build_shard(model_cfg: ModelConfig, seed: int, env: DistEnv, dtype: torch.dt
 class PipelinedDecoder:
     """Runs one forward of the sharded model over the pipeline and returns the sampled tokens."""
 
-    def __init__(self, model: Transformer, env: DistEnv, dtype: torch.dtype, cuda_graph: bool = False):
+    def __init__(self, model: Transformer, env: DistEnv, dtype: torch.dtype, options: DecodeOptions = DecodeOptions()):
         self.model, self.hidden, self.dtype = model, model.cfg.hidden, dtype
         self.device_type = env.device.type
         # The head runs on the last position only, as in vLLM: a prefill would otherwise
@@ -174,11 +174,13 @@ class PipelinedDecoder:
         self.group = pp.get_group()
         self.stage, self.stages = pp.get_local_rank(), env.dims.pp
         self.ranks = [dist.get_global_rank(self.group, i) for i in range(self.stages)]
-        # One-token decode steps replay a captured graph of this stage's compute.
-        self.graph = DecodeGraph(self.compute) if cuda_graph else None
+        self.static: StaticDecodeStep | None = None
+        self.prefill = self.compute
+        self.use(options)
 
     def step(self, tokens: torch.Tensor, cache: KVCache | None, sample) -> torch.Tensor:
-        """tokens [batch, seq] (the same on every rank) -> next tokens [batch] on every rank."""
+        """tokens [batch, seq] (the same on every rank) -> next tokens [batch] on every rank:
+        a one-token step after the prefill through the static path when options ask for it."""
         batch, seq = tokens.shape
         hidden_shape = (batch, seq, self.hidden)  # what every stage but the last sends on
         if self.stage == 0:
@@ -186,10 +188,10 @@ class PipelinedDecoder:
         else:
             x = torch.empty(hidden_shape, dtype=self.dtype, device=tokens.device)
             dist.recv(x, src=self.ranks[self.stage - 1], group=self.group)
-        if self.graph is not None and cache is not None and seq == 1 and cache.length > 0:
-            out = self.graph(x, cache, sample)
+        if self.static is not None and cache is not None and seq == 1 and cache.length > 0:
+            out = self.static(x, cache, sample)
         else:
-            out = self.compute(x, cache, sample)
+            out = self.prefill(x, cache, sample)
         if self.stage < self.stages - 1:
             self.check_sent(out, hidden_shape)
             dist.send(out.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
@@ -209,19 +211,37 @@ class PipelinedDecoder:
             return h
         return sample(self.head(self.norm(h[:, -1:]))[:, -1])
 
+    def kv_cache(self, batch: int, max_len: int) -> KVCache:
+        """A KV cache for this stage's layers, its buffers allocated now (not inside a compiled step)."""
+        cache = KVCache(list(self.model.layers.keys()), max_len)
+        device = next(self.model.parameters()).device
+        for name, block in self.model.layers.items():
+            attention = block.attention
+            cache.layer(name).allocate(batch, attention.kv_heads, attention.head_dim, self.dtype, device)
+        return cache
+
+    def use(self, options: DecodeOptions) -> None:
+        """Decode with `options` from now on: one-token steps of this stage's compute through the
+        static-shape path, or eagerly (fusing the projections is the model's part: fuse_projections)."""
+        self.release_graph()
+        self.static = StaticDecodeStep(self.compute, options.compile, options.graph) if options.static else None
+        # Compiled for the prompt's shapes (one batch size and input length per run).
+        self.prefill = compiled(self.compute) if options.compile else self.compute
+
     def release_graph(self) -> None:
         """Free the decode graph, if one was captured (before the process group is destroyed)."""
-        if self.graph is not None:
-            self.graph.release()
+        if self.static is not None:
+            self.static.release()
 
     @contextmanager
     def launching_op_by_op(self) -> Iterator[None]:
-        """Decode without the CUDA graph inside the block."""
-        graph, self.graph = self.graph, None
+        """Prefill and decode eagerly (no compiled code, no CUDA graph) inside the block."""
+        static, prefill = self.static, self.prefill
+        self.static, self.prefill = None, self.compute
         try:
             yield
         finally:
-            self.graph = graph
+            self.static, self.prefill = static, prefill
 
     def check_sent(self, h: torch.Tensor, shape: tuple[int, ...]) -> None:
         """The next stage receives `shape` in self.dtype: NCCL would hang or corrupt on anything else."""

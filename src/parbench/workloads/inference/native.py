@@ -1,8 +1,9 @@
 """Native engine: parbench's Llama with a KV cache, tp and pp over its own torchrun ranks.
 
 Each batch: prefill the prompts (first tokens), then greedy decode one token per step until
-output_len tokens; each step's tokens are copied to the host, as a server streams them, and
-that copy is where the step's time is taken."""
+output_len tokens; each step's tokens are copied to the host, as a server streams them, and a
+token's time is when it arrives there. How decode steps run (eager, CUDA graph, compiled):
+workload.decode_mode, decode_step.py."""
 
 from __future__ import annotations
 
@@ -23,14 +24,16 @@ from parbench.metrics.profile import analyze_exported, gzip_trace, rank_summary,
 from parbench.metrics.timing import STEP_RANGE, device_synchronize
 from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import Attention, FeedForward
+from parbench.models.llama import Attention, FeedForward, fuse_projections
 from parbench.models.moe import MoE
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
+from parbench.workloads.inference.decode_step import decode_options
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
-                                                   latency_metrics, mbu_metrics)
+                                                   latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 from parbench.workloads.reporting import StepReporter, progress
+from parbench.workloads.specs.inference import resolved_decode_mode
 
 PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
@@ -49,21 +52,52 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
         return logits.argmax(dim=-1)
 
 
+class HostTokens:
+    """Each step's tokens copied to the host as they are produced (pinned memory, an event per
+    step on CUDA), so the host can queue the next step before waiting for them."""
+
+    def __init__(self, output_len: int, batch: int, device: torch.device):
+        self.on_cuda = device.type == "cuda"
+        self.tokens = torch.empty((output_len, batch), dtype=torch.long, pin_memory=self.on_cuda)
+        self.ready: list = [None] * output_len
+
+    def copy(self, i: int, tokens: torch.Tensor) -> None:
+        self.tokens[i].copy_(tokens, non_blocking=self.on_cuda)
+        if self.on_cuda:
+            self.ready[i] = torch.cuda.Event()
+            self.ready[i].record()
+
+    def wait(self, i: int) -> None:
+        if self.on_cuda:
+            self.ready[i].synchronize()
+
+
 @torch.no_grad()  # not inference_mode: gloo's all_gather cannot write inference tensors (pytorch#126032)
 def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
              device: torch.device) -> tuple[BatchTiming, torch.Tensor]:
-    """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len]."""
+    """Prefill then decode with the KV cache; the timing of the batch and its tokens [batch, output_len].
+    A token's time is when it reaches the host. Decode step i+1 is queued before waiting for step
+    i's tokens (its input is already on the device), as vLLM's and SGLang's overlapped schedulers
+    do, so the device does not idle while the host receives tokens and launches the next step; the
+    first token is waited for before any decode step is queued, so TTFT is the prefill's alone."""
     cache.reset()
+    host = HostTokens(output_len, prompts.shape[0], device)
     device_synchronize(device)
     start = time.perf_counter()
     tokens = decoder.step(prompts, cache, greedy)
-    generated, times = [tokens.cpu()], [time.perf_counter() - start]
-    for _ in range(output_len - 1):
-        tokens = decoder.step(tokens[:, None], cache, greedy)
-        generated.append(tokens.cpu())
-        times.append(time.perf_counter() - start)
+    times = []
+    for i in range(output_len):
+        host.copy(i, tokens)
+        if i == 0:
+            host.wait(0)
+            times.append(time.perf_counter() - start)
+        if i + 1 < output_len:
+            tokens = decoder.step(tokens[:, None], cache, greedy)
+        if i > 0:
+            host.wait(i)
+            times.append(time.perf_counter() - start)
     timing = RequestTiming.from_token_times(times)
-    return BatchTiming([timing] * prompts.shape[0], times[-1]), torch.stack(generated, dim=1)
+    return BatchTiming([timing] * prompts.shape[0], times[-1]), host.tokens.t().clone()
 
 
 @torch.no_grad()
@@ -126,18 +160,27 @@ def phase_comm_metrics(profs: dict[str, profile], env: DistEnv, job_dir: Path) -
             for key, value in rank_summary([g[phase] for g in gathered]).items()}
 
 
+MODE_TEXT = {"eager": "launched op by op (the reference path)",
+             "graph": "static-shape, fused projections, replayed as a CUDA graph",
+             "compile": "static-shape, fused projections, torch.compile'd (replayed as a CUDA graph on CUDA; "
+                        "compiled in the warm-up batch)"}
+
+
 def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
+    mode = resolved_decode_mode(cfg)
+    options = decode_options(mode, env.device.type)
     progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
-                       f"sharded on meta, materialised layer by layer on {env.device}; decode steps "
-                       f"{'as a CUDA graph' if w.cuda_graph else 'launched op by op'}")
+                       f"sharded on meta, materialised layer by layer on {env.device}; decode_mode={mode}: "
+                       f"{MODE_TEXT[mode]}")
     start = time.perf_counter()
-    decoder = PipelinedDecoder(build_shard(cfg.model, cfg.seed, env, dtype), env, dtype,
-                               cuda_graph=w.cuda_graph)
+    model = build_shard(cfg.model, cfg.seed, env, dtype)
+    decoder = PipelinedDecoder(fuse_projections(model) if options.fuse else model, env, dtype, options)
     build_s = time.perf_counter() - start
     progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
     results = measure(cfg, env, reporter, decoder, build_s)
+    results["tags"]["decode_mode"] = mode
     decoder.release_graph()  # before the worker's teardown (a failed rank is torn down by torchrun)
     return results
 
@@ -146,7 +189,7 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     """Warm-up and measured batches, then the optional verify and profile passes."""
     w = cfg.workload
     reset_peak_memory(env.device)
-    cache = KVCache(list(decoder.model.layers.keys()), w.input_len + w.output_len)
+    cache = decoder.kv_cache(w.batch_size, w.input_len + w.output_len)
     batches, first_tokens = [], None
     total = w.warmup + w.repeats
     meter = WindowMeter.for_device(env.device)  # energy and CPU use over the measured batches
@@ -174,7 +217,8 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         results["artifacts"].append(TOKENS_FILE)
     if w.verify:
         progress(env.rank, "verify: decoding the first measured batch again without the KV cache")
-        reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
+        with decoder.launching_op_by_op():  # the reference path: no compiled code, no graph
+            reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
     if w.profile and cfg.profile.enabled:
         progress(env.rank, "profiling one batch (prefill and decode: op breakdown, communication share)")
@@ -203,8 +247,11 @@ def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: 
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
                             cfg.hardware.hbm_bandwidth_gbps)
+    flops = prefill_flops(cfg.model, counts, w.batch_size, w.input_len)
+    mfu, mfu_tags = prefill_mfu_metrics(flops, metrics["ttft_s"], env.world_size, cfg.hardware.peak_tflops.get(w.dtype))
     window, window_tags = window_metrics([r for _, r in gathered], len(batches) * w.batch_size * w.output_len)
-    return {"metrics": {**metrics, **mbu, **window}, "tags": {**tags, **window_tags}, "artifacts": []}
+    return {"metrics": {**metrics, **mbu, **mfu, **window}, "tags": {**tags, **mfu_tags, **window_tags},
+            "artifacts": []}
 
 
 def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:

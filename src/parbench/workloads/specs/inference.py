@@ -17,6 +17,8 @@ from parbench.workloads.specs.vllm_engine import validate_vllm
 SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
                    "output_tokens_per_s", "requests_per_s", "mbu", "prefill_comm_pct", "decode_comm_pct",
                    "energy_j", "tokens_per_joule", "cpu_util_pct", "mem_weights_gb", "mem_kv_cache_gb")
+# workload.decode_mode values (docs/inference.md, "Decode speed"); decode_step.decode_options maps them.
+DECODE_MODES = ("auto", "eager", "graph", "compile")
 
 
 @dataclass
@@ -41,7 +43,8 @@ class InferenceWorkload:
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
     profile: bool = True  # one extra batch under torch.profiler: op-type shares of prefill and decode
     verify: bool = False  # native: decode the first measured batch again without the KV cache, count mismatches
-    cuda_graph: bool = False  # native: each decode step replays a captured CUDA graph (CUDA, dense, no pp)
+    # native: auto (compile on CUDA where it can run, else eager) | eager | graph | compile
+    decode_mode: str = "auto"
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
 
@@ -68,9 +71,12 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     check_fields(w, positive=("input_len", "output_len", "batch_size", "repeats"), non_negative=("warmup",))
     if w.engine not in ENGINES:
         raise ConfigError(f"workload.engine={w.engine!r}: use one of {', '.join(ENGINES.names())}")
-    if w.cuda_graph and w.engine != "native":
-        raise ConfigError("workload.cuda_graph is the native engine's option; vLLM captures CUDA graphs itself "
-                          "unless workload.vllm.enforce_eager=true: set workload.vllm.enforce_eager=false instead")
+    if w.decode_mode not in DECODE_MODES:
+        raise ConfigError(f"workload.decode_mode={w.decode_mode!r}: use one of {', '.join(DECODE_MODES)}")
+    if w.decode_mode not in ("auto", "eager") and w.engine != "native":
+        raise ConfigError(f"workload.decode_mode={w.decode_mode} is the native engine's option; vLLM compiles and "
+                          "captures CUDA graphs itself unless workload.vllm.enforce_eager=true: set "
+                          "workload.vllm.enforce_eager=false instead")
     p = model_parallel_only(cfg)
     extra = {n: getattr(p, n) for n in ("dp", "fsdp", "cp", "ep") if getattr(p, n) != 1}
     if extra or p.sp:
@@ -83,25 +89,37 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
     ENGINES.get(w.engine).validate(cfg)
 
 
-def cuda_graph_blocker(cfg: Config) -> str | None:
-    """Why decode steps cannot run as a CUDA graph here, or None. MoE routing has data-dependent
-    shapes, which a graph cannot replay; a capture without warm-up batches would be timed."""
-    if cfg.hardware.device_type != "cuda":
-        return f"it needs a CUDA device (got {cfg.hardware.device_type})"
+def decode_mode_blocker(mode: str, cfg: Config) -> str | None:
+    """Why decode steps cannot run in `mode` (graph or compile) here, or None. MoE routing has
+    data-dependent shapes, which neither a graph nor a static compiled step can hold; capture and
+    compilation in an unmeasured batch keep them out of the timing."""
+    on_cuda = cfg.hardware.device_type == "cuda"
+    if mode == "graph" and not on_cuda:
+        return f"CUDA graphs need a CUDA device (got {cfg.hardware.device_type})"
     if cfg.model.experts:
         return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
-    if cfg.parallel.pp > 1:
-        return f"capture under pipeline stages (parallel.pp={cfg.parallel.pp}) is not supported yet"
+    if on_cuda and cfg.parallel.pp > 1:
+        return f"CUDA-graph capture under pipeline stages (parallel.pp={cfg.parallel.pp}) has not run on a GPU yet"
     if cfg.workload.warmup < 1:
-        return "the graph is captured in the first batch, so set workload.warmup >= 1 to keep that out of the timing"
+        return "the first batch captures/compiles the step, so set workload.warmup >= 1 to keep that out of the timing"
     return None
 
 
+def resolved_decode_mode(cfg: Config) -> str:
+    """auto: compile where it can run on CUDA (the fastest measured, docs/inference.md), else eager."""
+    mode = cfg.workload.decode_mode
+    if mode != "auto":
+        return mode
+    fast = cfg.hardware.device_type == "cuda" and decode_mode_blocker("compile", cfg) is None
+    return "compile" if fast else "eager"
+
+
 def validate_native(cfg: Config) -> None:
-    """Tensor parallel splits the vocabulary evenly; CUDA graphs need CUDA and a dense model.
-    (Whether weights and KV cache fit the device is checked by the plan.)"""
-    if cfg.workload.cuda_graph and (blocker := cuda_graph_blocker(cfg)):
-        raise ConfigError(f"workload.cuda_graph=true cannot run: {blocker}; set workload.cuda_graph=false")
+    """Tensor parallel splits the vocabulary evenly; graph and compile decode need a dense model
+    (graph: CUDA). (Whether weights and KV cache fit the device is checked by the plan.)"""
+    mode = cfg.workload.decode_mode
+    if mode in ("graph", "compile") and (blocker := decode_mode_blocker(mode, cfg)):
+        raise ConfigError(f"workload.decode_mode={mode} cannot run: {blocker}; set workload.decode_mode=eager")
     tp = cfg.parallel.tp
     if cfg.model.vocab % tp:
         raise ConfigError(f"model.vocab={cfg.model.vocab} is not divisible by parallel.tp={tp}: the native "

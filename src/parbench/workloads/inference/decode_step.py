@@ -1,0 +1,134 @@
+"""Decode steps of fixed shapes, as vLLM, SGLang and gpt-fast run decoding. The KV cache's
+static-shape path (a device-side position tensor; the whole buffers attended, later positions
+masked) gives every one-token step the same shapes and buffers, so a step can be
+
+- compiled by torch.compile (inductor fuses the norms, RoPE, SwiGLU and the cache write between
+  the matmuls: hundreds of small kernels per token become a few per layer), and
+- captured once as a CUDA graph and replayed: one launch runs every kernel of the step, so a
+  batch-1 step costs its GPU time rather than the host's Python and launch time.
+
+Tensor-parallel all_reduces run inside the graph (NCCL supports capture). Each step attends
+over all input_len + output_len cache positions (later ones masked), where vLLM's paged
+attention reads only the filled ones."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+
+from parbench.models.kv_cache import KVCache, check_room
+
+Compute = Callable[..., torch.Tensor]  # (x, cache, sample, positions=...) -> hidden states or tokens
+Sample = Callable[[torch.Tensor], torch.Tensor]  # logits -> token ids
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How one-token decode steps run; all off is the reference path (growing cache shapes,
+    separate projections, op by op)."""
+
+    fuse: bool = False  # q/k/v and gate/up as one matmul each (llama.fuse_projections)
+    static_shapes: bool = False  # one-token steps through the static-shape path (implied by the two below)
+    compile: bool = False  # torch.compile of the static-shape step (and of the prefill)
+    graph: bool = False  # the static-shape step replayed as a CUDA graph
+
+    @property
+    def static(self) -> bool:
+        return self.static_shapes or self.compile or self.graph
+
+
+def decode_options(mode: str, device_type: str) -> DecodeOptions:
+    """The options of a resolved workload.decode_mode (not auto) on `device_type`. `compile` replays
+    its compiled step as a CUDA graph where there is one (compiling with mode="reduce-overhead"
+    would not: inductor's graph trees skip steps that write into inputs, and the KV cache is one)."""
+    on_cuda = device_type == "cuda"
+    return {"eager": DecodeOptions(),
+            "graph": DecodeOptions(fuse=True, graph=True),
+            "compile": DecodeOptions(fuse=True, compile=True, graph=on_cuda)}[mode]
+
+
+def compiled(compute: Compute) -> Compute:
+    """torch.compile of the static decode step: shapes never change (dynamic=False). Without
+    fullgraph, a collective dynamo cannot trace becomes a graph break, not an error."""
+    return torch.compile(compute, dynamic=False)
+
+
+@contextmanager
+def static_position(cache: KVCache, position: torch.Tensor) -> Iterator[None]:
+    cache.use_position(position)
+    try:
+        yield
+    finally:
+        cache.use_position(None)
+
+
+class StaticDecodeStep:
+    """One-token decode steps through the static-shape cache path, `compile`d or not, replayed
+    as a CUDA graph (`graph`: captured on the first step after the prefill filled the cache,
+    replayed after with the same batch and cache) or launched op by op."""
+
+    def __init__(self, compute: Compute, compile: bool = False, graph: bool = False):
+        self.compute = compiled(compute) if compile else compute
+        self.use_graph = graph
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.cache: KVCache | None = None
+        self.input = self.output = self.position = None
+
+    def __call__(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> torch.Tensor:
+        if not self.use_graph:
+            return self.launch(x, cache, sample)
+        if self.graph is None:
+            self.capture(x, cache, sample)
+        self.check_replayable(x, cache)
+        # A replay runs the captured kernels only: the cache's static mode mattered at capture.
+        self.input.copy_(x)
+        self.position.fill_(cache.length)
+        self.graph.replay()
+        cache.advance(1)
+        return self.output
+
+    def launch(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> torch.Tensor:
+        """The static step launched op by op (or as the compiled code's kernels)."""
+        check_room(cache.length + 1, cache.max_len)
+        if self.position is None:
+            self.position = torch.zeros(1, dtype=torch.long, device=x.device)
+        self.position.fill_(cache.length)
+        with static_position(cache, self.position):
+            out = self.compute(x, cache, sample, positions=self.position)
+        cache.advance(1)
+        return out
+
+    def check_replayable(self, x: torch.Tensor, cache: KVCache) -> None:
+        """The graph writes into the buffers it was captured with, at a position past the prompt."""
+        if cache is not self.cache or x.shape != self.input.shape:
+            raise RuntimeError(f"the decode graph was captured for input {tuple(self.input.shape)} and another "
+                               f"KV cache; got {tuple(x.shape)}: decode every batch with one batch size and cache")
+        check_room(cache.length + 1, cache.max_len)
+
+    def release(self) -> None:
+        """Free the captured graph: NCCL cannot destroy a communicator while a graph that
+        captured its collectives lives (the rank's teardown hung without this)."""
+        if self.graph is not None:
+            torch.cuda.synchronize()
+            self.graph.reset()
+            self.graph = self.cache = self.input = self.output = self.position = None
+
+    def capture(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> None:
+        """Warm up on a side stream (lazy initialisations and compilation must not be captured),
+        then capture. The warm-up writes this step's k/v at its position; the first replay
+        writes them again."""
+        self.input = x.clone()
+        self.position = torch.tensor([cache.length], device=x.device)
+        with static_position(cache, self.position):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.compute(self.input, cache, sample, positions=self.position)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self.output = self.compute(self.input, cache, sample, positions=self.position)
+        self.graph, self.cache = graph, cache
