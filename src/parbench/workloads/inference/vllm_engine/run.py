@@ -20,6 +20,7 @@ import torch
 from parbench.config.schema import Config
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
+from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.memory import GB, peak_memory_gb
 from parbench.models.build import build_model, count_params
 from parbench.workloads.inference import memory_per_device_gb
@@ -108,12 +109,16 @@ def batch_prompts(cfg: Config, index: int) -> list[dict]:
     return [{"prompt_token_ids": row} for row in synthetic_prompts(cfg, index, torch.device("cpu")).tolist()]
 
 
-def measure(cfg: Config, llm, params, reporter: StepReporter) -> tuple[list[BatchTiming], list[list[int]]]:
-    """Warm-up and measured batches; the measured timings and the first measured batch's tokens."""
+def measure(cfg: Config, llm, params, reporter: StepReporter,
+            meter: WindowMeter) -> tuple[list[BatchTiming], list[list[int]]]:
+    """Warm-up and measured batches (the meter's window: the measured ones); the measured timings
+    and the first measured batch's tokens."""
     w = cfg.workload
     batches, first_tokens = [], None
     total = w.warmup + w.repeats
     for i in range(total):
+        if i == w.warmup:
+            meter.start()
         start = time.perf_counter()
         outputs = llm.generate(batch_prompts(cfg, i), params, use_tqdm=False)
         batch = BatchTiming([request_timing(o) for o in outputs], time.perf_counter() - start)
@@ -121,9 +126,22 @@ def measure(cfg: Config, llm, params, reporter: StepReporter) -> tuple[list[Batc
         if phase == "measure":
             batches.append(batch)
             first_tokens = first_tokens or [list(o.outputs[0].token_ids) for o in outputs]
+            meter.sample()
         r = batch.requests[0]
         reporter.step(i, total, phase, ttft_s=r.ttft, e2e_s=r.e2e, **({"tpot_s": r.tpot} if r.tpot is not None else {}))
+    meter.stop()
     return batches, first_tokens
+
+
+def window_figures(cfg: Config, env: DistEnv, meter: WindowMeter,
+                   batches: list[BatchTiming]) -> tuple[dict[str, float], dict[str, str]]:
+    """cpu_util_pct and GPU energy over the measured batches, as the native engine logs them, where
+    this process runs all of vLLM's work (tp = pp = 1: the engine is in-process)."""
+    w, p = cfg.workload, cfg.parallel
+    if p.tp * p.pp > 1:
+        why = f"n/a (vLLM's {p.tp * p.pp} workers are processes of their own, which this process does not meter)"
+        return {}, {"energy": why, "cpu_util_pct": why}
+    return window_metrics([meter.reading()], len(batches) * w.batch_size * w.output_len)
 
 
 def profile_batch(cfg: Config, llm, vllm, job_dir: Path) -> dict:
@@ -168,13 +186,15 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     llm = start_llm(cfg, model, job_dir)
     build_s = time.perf_counter() - start
     progress(0, f"vLLM ready in {build_s:.1f} s; {w.warmup} warm-up and {w.repeats} measured batches")
-    batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter)
+    meter = WindowMeter.for_device(env.device)
+    batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter, meter)
     (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens))
     metrics = {**latency_metrics(batches, w.output_len), **peak_memory_gb(env.device), "model_build_s": build_s}
     model_figures, tags = model_metrics(cfg, llm, metrics.get("tpot_s"))
-    tags.update(vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
-    results = {"metrics": {**metrics, **model_figures}, "tags": tags, "artifacts": [TOKENS_FILE]}
-    if w.profile:
+    window, window_tags = window_figures(cfg, env, meter, batches)
+    tags.update(window_tags, vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
+    results = {"metrics": {**metrics, **model_figures, **window}, "tags": tags, "artifacts": [TOKENS_FILE]}
+    if w.profile and cfg.profile.enabled:
         profiled = profile_batch(cfg, llm, vllm, job_dir)
         results["metrics"].update(profiled["metrics"])
         results["artifacts"] += profiled["artifacts"]
