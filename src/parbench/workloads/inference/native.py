@@ -228,7 +228,6 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
         results["metrics"].update({**op_share_metrics(shares), **phase_comm_metrics(profs, env, job_dir)})
         if env.is_main:
             results["artifacts"] += write_op_breakdown(shares, job_dir)
-            results["artifacts"] += [TRACE_FILE.format(phase=phase) for phase in shares]
     progress(env.rank, "done")
     return results
 
@@ -260,7 +259,7 @@ def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
-    """The breakdown as a CSV table and a pie per phase; their file names, for the run's artifacts."""
+    """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
     from parbench.metrics.plots import plot_phase_pies
 
     categories = sorted({c for table in shares.values() for c in table})
