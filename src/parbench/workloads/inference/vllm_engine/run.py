@@ -25,7 +25,7 @@ from parbench.metrics.memory import GB, peak_memory_gb
 from parbench.models.build import build_model, count_params
 from parbench.workloads.inference import memory_per_device_gb
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
-                                                   latency_metrics, mbu_metrics)
+                                                   latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
 from parbench.workloads.inference.native import TOKENS_FILE, synthetic_prompts
 from parbench.workloads.inference.vllm_engine.hf_export import export_hf_llama
 from parbench.workloads.inference.vllm_engine.profile import analyze_profile, profiled_tokens, profiler_config
@@ -158,21 +158,25 @@ def profile_batch(cfg: Config, llm, vllm, job_dir: Path) -> dict:
     return {"metrics": metrics, "artifacts": artifacts, "tags": {}}
 
 
-def model_metrics(cfg: Config, llm, tpot_s: float | None) -> tuple[dict[str, float], dict[str, str]]:
-    """Weights and allocated KV cache per vLLM worker (the native engine's names) and decode MBU,
-    for parbench's own model; a tag says why where workload.vllm.model is a model parbench does not know."""
+def model_metrics(cfg: Config, llm, latency: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """Weights and allocated KV cache per vLLM worker (the native engine's names), decode MBU and
+    prefill MFU, for parbench's own model; a tag says why where workload.vllm.model is a model
+    parbench does not know."""
     w, p = cfg.workload, cfg.parallel
     if w.vllm.model is not None:
         why = "n/a (workload.vllm.model is not described by model=)"
-        return {}, {"mem_weights_gb": why, "mbu": why}
+        return {}, {"mem_weights_gb": why, "mbu": why, "prefill_mfu": why}
     cache = llm.llm_engine.vllm_config.cache_config
     kv_cache_bytes = (cache.num_gpu_blocks or 0) * cache.block_size * kv_bytes_per_token(cfg, parbench_shape(cfg))
     metrics = {"mem_weights_gb": memory_per_device_gb(cfg)["weights_per_device_gb"],
                "mem_kv_cache_gb": kv_cache_bytes / GB}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
-    mbu, tags = mbu_metrics(weight_bytes, kv_bytes, tpot_s, p.tp * p.pp, cfg.hardware.hbm_bandwidth_gbps)
-    return {**metrics, **mbu}, tags
+    devices = p.tp * p.pp
+    mbu, tags = mbu_metrics(weight_bytes, kv_bytes, latency.get("tpot_s"), devices, cfg.hardware.hbm_bandwidth_gbps)
+    flops = prefill_flops(cfg.model, counts, w.batch_size, w.input_len)
+    mfu, mfu_tags = prefill_mfu_metrics(flops, latency.get("ttft_s"), devices, cfg.hardware.peak_tflops.get(w.dtype))
+    return {**metrics, **mbu, **mfu}, {**tags, **mfu_tags}
 
 
 def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
@@ -190,7 +194,7 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter, meter)
     (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens))
     metrics = {**latency_metrics(batches, w.output_len), **peak_memory_gb(env.device), "model_build_s": build_s}
-    model_figures, tags = model_metrics(cfg, llm, metrics.get("tpot_s"))
+    model_figures, tags = model_metrics(cfg, llm, metrics)
     window, window_tags = window_figures(cfg, env, meter, batches)
     tags.update(window_tags, vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
     results = {"metrics": {**metrics, **model_figures, **window}, "tags": tags, "artifacts": [TOKENS_FILE]}
