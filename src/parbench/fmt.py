@@ -10,8 +10,8 @@ import re
 # (e.g. busbw_gbps/all_reduce/1MiB) takes the unit of its first segment.
 FRACTIONS = re.compile(r"^(mfu|mfu_nocausal|hfu|mbu|.*_fraction)$")
 RULES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(p), unit) for p, unit in (
-    (r".*tokens_per_s.*", "tok/s"), (r".*samples_per_s$", "samples/s"), (r".*requests_per_s$", "req/s"),
-    (r".*tokens_per_joule$", "tok/J"), (r".*_pct(_.*)?$", "%"), (r".*_gbps(_.*)?$", "GB/s"),
+    (r"(.*_pct(_.*)?|overhead_pct_.*)$", "%"), (r".*tokens_per_s.*", "tok/s"), (r".*samples_per_s$", "samples/s"),
+    (r".*requests_per_s$", "req/s"), (r".*tokens_per_joule$", "tok/J"), (r".*_gbps(_.*)?$", "GB/s"),
     (r".*tflops.*", "TFLOP/s"), (r".*_gb$", "GB"), (r".*_j$", "J"), (r".*_w$", "W"), (r".*_ms$", "ms"),
     (r".*(_s|_s_.+)$", "s"),
 ))

@@ -20,11 +20,11 @@ from parbench.config.dims import ParallelDims
 from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.config.schema import Config
 from parbench.config.validate import validate_config
-from parbench.launch.cluster import current_node
+from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.torchrun import run_torchrun, torchrun_command, worker_env
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.specs import STRATEGIES
-from parbench.tracking.labels import run_label
+from parbench.tracking.labels import point_label, run_label
 from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
 
 
@@ -44,9 +44,8 @@ class JobContext:
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN
         choices = {k: str(v) for k, v in hc.runtime.choices.items() if not k.startswith("hydra")}
-        label = hc.job.override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
         return cls(Path(hc.runtime.output_dir), multirun, Path(hc.sweep.dir) if multirun else None,
-                   f"{choices.get('workload', 'job')} {label}", list(hc.overrides.task), choices)
+                   point_label(choices, hc.job.override_dirname), list(hc.overrides.task), choices)
 
 
 def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
@@ -103,10 +102,12 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     from parbench.sweep import parent_run_id
     from parbench.tracking.system_metrics import system_metrics  # psutil, NVML: only once a job launches
 
-    node = current_node(cfg.hardware.nodes)
+    node = current_node(cfg.hardware.nodes, cfg.launch.master_port)
     resolve.save(cfg, ctx.job_dir / resolve.RESOLVED_FILE)
     parent = parent_run_id(ctx.sweep_dir) if ctx.sweep_dir else None
     run = JobRun.start(cfg, plan, ctx.name, ctx.choices, ctx.overrides, parent, ctx.job_dir) if node.is_main else None
+    if run is not None:
+        run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
     if run is not None and cfg.hardware.device_type == "cuda":
         record_topology(run, ctx.job_dir)
     print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
@@ -149,6 +150,8 @@ def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:
     print(f"parbench: invalid config ({ctx.name}): {error}", file=sys.stderr, flush=True)
     if not ctx.multirun:
         sys.exit(2)
+    if not is_main_node():  # every node of a multi-node job gets here; node 0 records it
+        return {}
     from parbench.tracking.store import Store
     from parbench.sweep import parent_run_id
 

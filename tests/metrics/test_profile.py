@@ -15,7 +15,7 @@ from parbench.config.dims import MESH_DIMS
 from parbench.metrics import trace_events
 from parbench.metrics.profile import LayerRanges, keeps_trace, layer_modules, rank_summary
 from parbench.models.build import build_model
-from parbench.report.compare import distinct_labels
+from parbench.report.runs import distinct_labels
 
 
 def test_layer_modules_are_the_outermost_wrappers_with_clean_names(model_config):

@@ -8,7 +8,7 @@ import mlflow
 import pandas as pd
 import pytest
 
-from parbench.report import compare
+from parbench.report import __main__ as report
 
 PROFILED = ("profile.active_steps=3", "profile.keep_traces=all", "profile.plots=true", "profile.memory_timeline=true",
             "workload.warmup_steps=1", "workload.steps=7", "workload.seq_len=32")
@@ -47,11 +47,12 @@ def test_profiled_dp_and_fsdp_report_the_collectives_they_run(cli):
     collectives = pd.read_csv(cli.job_dir(num) / "profile" / "collectives.csv")
     assert (collectives[collectives["collective"] == "all_gather"]["bytes"] > 0).all()
 
-    compare.main(["--uri", cli.uri, "--out", str(cli.root / "report")])
-    report = pd.read_csv(cli.root / "report" / "report.csv")
-    assert len(report) == 2 and "fastest" in set(report["vs_fastest"])
-    assert (report["step_time_s_ci_low"] <= report["step_time_s"]).all()
-    assert (cli.root / "report" / "breakdown.png").stat().st_size > 0
+    assert report.main(["--uri", cli.uri, "--out", str(cli.root / "report")]) == 0
+    table = pd.read_csv(cli.root / "report" / "training.csv")
+    assert len(table) == 2 and "fastest" in set(table["vs_fastest"])
+    assert (table["step_time_s_ci_low"] <= table["step_time_s"]).all()
+    assert (cli.root / "report" / "training_breakdown.png").stat().st_size > 0
+    assert (cli.root / "report" / "training_layers.png").stat().st_size > 0  # from the runs' profile/layers.csv
 
 
 def test_profile_window_needs_a_traced_step(cli):

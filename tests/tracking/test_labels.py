@@ -46,6 +46,7 @@ def test_inference_and_overridden_keys_show_their_leaf_names():
     ("ttft_s_p50", 0.000456, "456 µs"),
     ("comm_pct", 38.46, "38.5 %"),
     ("comm_pct_all_reduce", 7.25, "7.2 %"),
+    ("overhead_pct_output_tokens_per_s", -20.2, "-20.2 %"),
     ("mfu", 0.3851, "38.5 %"),
     ("mem_peak_allocated_gb", 38.5, "38.5 GB"),
     ("busbw_gbps/all_reduce/1GiB", 325.4, "325 GB/s"),

@@ -27,8 +27,8 @@ from parbench.models.build import build_initialized, build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import fuse_projections, init_module
 from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
-from parbench.report.inference import (decode_modes, fit_curve, plot_latency_vs_input, plot_throughput_bars,
-                                       plot_vs_batch, scaling_table)
+from parbench.report.inference import decode_modes, scaling_table
+from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics, prefill_flops)
 
@@ -358,7 +358,7 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     for layout in ("tp", "pp"):  # the sweep's end compares them with the single-rank run
         assert np.isfinite(children.loc[layout, "metrics.overhead_pct_tpot_s_p50"])
         assert children.loc[layout, "metrics.scaling_efficiency"] > 0
-    assert (cli.root / "sweep" / "inference_scaling.csv").exists()
+    assert (cli.root / "sweep" / "report" / "inference_overhead.csv").exists()
 
 
 def test_tp2_inference_logs_the_communication_share_of_prefill_and_decode(cli):
@@ -476,9 +476,6 @@ def test_scaling_table_and_plots(tmp_path):
     logged = pd.DataFrame({"tags.decode_mode": ["compile", None, None],
                            "params.workload.cuda_graph": [None, "True", None]})
     assert decode_modes(logged).tolist() == ["compile", "graph", "eager"]  # runs logged before decode_mode existed
-    x = np.array([128.0, 512, 2048, 4096])
-    curve = fit_curve(x, 1e-4 * x + 1e-8 * x**2)
-    assert curve(1024) == pytest.approx(1e-4 * 1024 + 1e-8 * 1024**2, rel=1e-6)
     for plot, name in ((plot_latency_vs_input, "a.png"), (plot_vs_batch, "b.png"), (plot_throughput_bars, "c.png")):
         path = plot(runs, tmp_path / name)
         assert path is not None and path.stat().st_size > 10_000

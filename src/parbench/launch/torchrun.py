@@ -32,11 +32,11 @@ class LaunchOutcome:
 def torchrun_command(cfg: Config, node: NodeInfo, job_dir: Path, nproc_per_node: int) -> list[str]:
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}",
            "--max-restarts=0"]
-    if node.count == 1:
+    if node.standalone:
         cmd.append("--standalone")  # a free port on localhost: concurrent jobs do not collide
-    else:  # static rendezvous: node 0 is the master
+    else:  # static rendezvous: node 0 of the allocation is the master
         cmd += [f"--nnodes={node.count}", f"--node-rank={node.rank}", f"--master-addr={node.master_addr}",
-                f"--master-port={cfg.launch.master_port}"]
+                f"--master-port={node.master_port}"]
     return cmd + ["-m", "parbench.worker", str(job_dir)]
 
 
@@ -44,7 +44,8 @@ def worker_env(cfg: Config, nproc_per_node: int) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.hardware.device_type == "cpu":
         # torchrun would set 1 thread per rank; share the cores out instead.
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc_per_node))
+        cpus = int(os.environ.get("SLURM_CPUS_ON_NODE", os.cpu_count() or 1))  # a SLURM job: its share
+        env["OMP_NUM_THREADS"] = str(max(1, cpus // nproc_per_node))
     env.update({k: str(v) for k, v in cfg.launch.env.items()})
     return env
 

@@ -105,16 +105,18 @@ def _layer_order(name: str) -> tuple:
     return (3, name) if name == "-" else (2, {"norm": 0, "output": 1}.get(name, 2), name)
 
 
-def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path) -> Path:
-    """One pie of op-type shares per phase (prefill, decode)."""
-    fig, axes = plt.subplots(1, len(shares), figsize=(6.5 * len(shares), 5))
+def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path, title: str = "") -> Path:
+    """One pie of op-type shares (% of op time) per phase (prefill, decode)."""
+    fig, axes = plt.subplots(1, len(shares), figsize=(4.4 * len(shares), 3.6))
     for ax, (phase, table) in zip([axes] if len(shares) == 1 else axes, shares.items()):
         # Percentages on slices of 5% or more (smaller ones would overlap); the legend has all.
         wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False,
-                            autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": 9})
-        ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=8, loc="center left",
+                            autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": 8})
+        ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=7, loc="center left",
                   bbox_to_anchor=(1.0, 0.5))
-        ax.set_title(f"{phase}: share of op time")
+        ax.set_title(f"{phase}: share of op time (%)", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 

@@ -1,20 +1,20 @@
-"""Inference sweeps from MLflow: tp/pp overhead and scaling efficiency against the matching
-single-device run, and plots (latency vs input length with a fitted curve, TTFT/TPOT vs batch,
-throughput per layout, prefill/decode op-type pies)."""
+"""Inference runs: latency tables over input length x batch x output length, lines fitted to
+TTFT and E2E against input length, TTFT/TPOT percentiles, tp/pp overhead and efficiency against
+the matching single-device run, and prefill/decode op shares."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from parbench.report.summary import format_runs  # noqa: E402
-from parbench.tracking.store import Store  # noqa: E402
+from parbench.report import fmt
+from parbench.report.document import Figure, Paragraph, Section, Table
+from parbench.report.fits import fit_line
+from parbench.metrics.plots import plot_phase_pies
+from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
+from parbench.report.runs import RunSet
+from parbench.tracking.store import Store
 
 # Runs that differ only in the layout are compared: these params must match.
 SAME_REQUEST = ("params.workload.engine", "params.workload.input_len", "params.workload.output_len",
@@ -22,7 +22,6 @@ SAME_REQUEST = ("params.workload.engine", "params.workload.input_len", "params.w
                 "params.model.name", "params.hardware.name")
 # (metric, lower is better): overhead % = layout / single device - 1, sign so that + is worse.
 COMPARED = (("ttft_s_p50", True), ("tpot_s_p50", True), ("e2e_s_p50", True), ("output_tokens_per_s", False))
-SCALING_CSV = "inference_scaling.csv"
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -93,85 +92,125 @@ def log_scaling(store: Store, table: pd.DataFrame) -> None:
         store.log_metrics(row["run_id"], metrics)
 
 
-def fit_curve(x: np.ndarray, y: np.ndarray) -> np.poly1d | None:
-    """Least-squares a + b*L + c*L^2 (attention is quadratic in length, the rest linear);
-    a line with fewer than 4 points, nothing with fewer than 2."""
-    if len(np.unique(x)) < 2:
-        return None
-    return np.poly1d(np.polyfit(x, y, 2 if len(np.unique(x)) >= 4 else 1))
+REQUEST = ["layout", "input_len", "batch_size", "output_len"]
+MAX_PIES = 4  # op-share figures shown (one per layout); every run's shares are in its own metrics
 
 
-def plot_latency_vs_input(runs: pd.DataFrame, path: Path) -> Path | None:
-    """TTFT and E2E against input length, one series per layout and batch size, with fitted curves."""
-    if runs["input_len"].nunique() < 2:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, metric in zip(axes, ("ttft_s_p50", "e2e_s_p50")):
-        for (layout, batch), group in runs.groupby(["layout", "batch_size"]):
-            group = group.sort_values("input_len")
-            x, y = group["input_len"].to_numpy(float), group[f"metrics.{metric}"].to_numpy(float)
-            points = ax.plot(x, y, "o", label=f"{layout} b={batch}")[0]
-            curve = fit_curve(x, y)
-            if curve is not None:
-                grid = np.linspace(x.min(), x.max(), 100)
-                ax.plot(grid, curve(grid), "-", color=points.get_color(), alpha=0.7)
-        ax.set(xlabel="input length (tokens)", ylabel=f"{metric} (s)", title=f"{metric} vs input length")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    return save(fig, path)
+def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Medians per (layout, input length, batch, output length): numbers and their display."""
+    data = runs.sort_values(REQUEST)[["run_id", "label", *REQUEST]].copy()
+    for metric in ("ttft_s_p50", "tpot_s_p50", "e2e_s_p50", "output_tokens_per_s", "mbu"):
+        data[metric] = runs.get(f"metrics.{metric}", pd.Series(index=runs.index, dtype=float))
+    shown = pd.DataFrame({"layout": data["layout"], "input": data["input_len"].map(fmt.number),
+                          "batch": data["batch_size"].map(str), "output": data["output_len"].map(str),
+                          "TTFT": data["ttft_s_p50"].map(fmt.seconds), "TPOT": data["tpot_s_p50"].map(fmt.seconds),
+                          "E2E": data["e2e_s_p50"].map(fmt.seconds),
+                          "output tokens/s": data["output_tokens_per_s"].map(lambda v: fmt.rate(v, "tok/s"))})
+    if data["mbu"].notna().any():
+        shown["MBU"] = data["mbu"].map(fmt.fraction)
+    return shown, data
 
 
-def plot_vs_batch(runs: pd.DataFrame, path: Path) -> Path | None:
-    """TTFT and TPOT against batch size, one series per layout and input length."""
-    if runs["batch_size"].nunique() < 2:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, metric in zip(axes, ("ttft_s_p50", "tpot_s_p50")):
-        for (layout, length), group in runs.groupby(["layout", "input_len"]):
-            group = group.sort_values("batch_size")
-            ax.plot(group["batch_size"], group[f"metrics.{metric}"], "o-", label=f"{layout} in={length}")
-        ax.set(xlabel="batch size", ylabel=f"{metric} (s)", title=f"{metric} vs batch size", xscale="log", yscale="log")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    return save(fig, path)
+def percentile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    names = [f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in (50, 90, 99)]
+    data = runs.sort_values(REQUEST)[["run_id", *REQUEST]].copy()
+    for name in names:
+        data[name] = runs.get(f"metrics.{name}", pd.Series(index=runs.index, dtype=float))
+    shown = pd.DataFrame({"layout": data["layout"], "input": data["input_len"].map(fmt.number),
+                          "batch": data["batch_size"].map(str), "output": data["output_len"].map(str)})
+    for name in names:
+        metric, q = name.rsplit("_p", 1)
+        shown[f"{metric.removesuffix('_s').upper()} p{q}"] = data[name].map(fmt.seconds)
+    return shown, data
 
 
-def plot_throughput_bars(runs: pd.DataFrame, path: Path) -> Path | None:
-    """Output tokens/s per layout, grouped by (input length, batch size)."""
-    table = runs.pivot_table(index=["input_len", "batch_size"], columns="layout",
-                             values="metrics.output_tokens_per_s", aggfunc="median")
-    if table.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(table) * len(table.columns)), 4.5))
-    table.plot.bar(ax=ax)
-    ax.set(xlabel="(input length, batch size)", ylabel="output tokens/s", title="Throughput per tp/pp layout")
-    ax.grid(axis="y", alpha=0.3)
-    return save(fig, path)
+def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A line per (layout, batch, output length) and metric with 2 input lengths or more."""
+    rows = []
+    for (layout, batch, out_len), group in runs.groupby(["layout", "batch_size", "output_len"]):
+        for metric in ("ttft_s_p50", "e2e_s_p50"):
+            line = fit_line(group["input_len"], group[f"metrics.{metric}"])
+            if line is not None:
+                rows.append({"layout": layout, "batch_size": batch, "output_len": out_len, "metric": metric,
+                             "slope_s_per_token": line.slope, "intercept_s": line.intercept, "r2": line.r2,
+                             "points": line.points})
+    data = pd.DataFrame(rows)
+    if data.empty:
+        return data, data
+    shown = pd.DataFrame({"layout": data["layout"], "batch": data["batch_size"].map(str),
+                          "output": data["output_len"].map(str),
+                          "latency": data["metric"].map({"ttft_s_p50": "TTFT", "e2e_s_p50": "E2E"}),
+                          "slope": data["slope_s_per_token"].map(lambda v: fmt.seconds(v) + " / token"),
+                          "per 1,000 tokens": (1000 * data["slope_s_per_token"]).map(fmt.seconds),
+                          "intercept": data["intercept_s"].map(fmt.seconds), "R²": data["r2"].map(lambda v: f"{v:.3f}"),
+                          "points": data["points"].map(str)})
+    return shown, data
 
 
-def save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+def overhead_shown(table: pd.DataFrame) -> pd.DataFrame:
+    shown = pd.DataFrame({"layout": table["layout"], "input": table["input_len"].map(fmt.number),
+                          "batch": table["batch_size"].map(str)})
+    for metric, title in (("ttft_s_p50", "TTFT"), ("tpot_s_p50", "TPOT"), ("e2e_s_p50", "E2E"),
+                          ("output_tokens_per_s", "tokens/s")):
+        column = f"overhead_pct_{metric}"
+        if column in table:
+            shown[f"{title} overhead"] = table[column].map(lambda v: fmt.percent(v, signed=True))
+    if "scaling_efficiency" in table:
+        shown["efficiency vs 1 device"] = table["scaling_efficiency"].map(fmt.fraction)
+    return shown
 
 
-def inference_sweep_report(store: Store, parent_id: str, runs: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """At a sweep's end: overhead/efficiency metrics on its tp/pp runs, a CSV and the plots,
-    logged on the parent run. Nothing when the sweep has no finished inference run."""
-    runs = inference_runs(runs)
-    if runs.empty:
-        return []
-    files = []
-    table = scaling_table(runs)
-    if not table.empty:
-        log_scaling(store, table)
-        table.to_csv(out_dir / SCALING_CSV, index=False)
-        files.append(out_dir / SCALING_CSV)
-        print(format_runs(table.drop(columns=["run_id", "baseline_run_id"]),
-                          title="tp/pp against the matching single-device run (overhead %: + is worse)"))
-    files += [p for p in (plot_latency_vs_input(runs, out_dir / "latency_vs_input_len.png"),
-                          plot_vs_batch(runs, out_dir / "ttft_tpot_vs_batch.png"),
-                          plot_throughput_bars(runs, out_dir / "throughput_by_layout.png")) if p is not None]
-    store.log_artifacts(parent_id, files, "inference")
-    return files
+def op_shares(run: pd.Series) -> dict[str, dict[str, float]]:
+    """{'prefill': {'attention': 41.0, ...}, 'decode': {...}} from the run's *_op_pct_* metrics."""
+    shares: dict[str, dict[str, float]] = {}
+    for phase in ("prefill", "decode"):
+        prefix = f"metrics.{phase}_op_pct_"
+        table = {k.removeprefix(prefix): float(v) for k, v in run.items()
+                 if k.startswith(prefix) and pd.notna(v) and v > 0}
+        if table:
+            shares[phase] = dict(sorted(table.items(), key=lambda kv: -kv[1]))
+    return shares
+
+
+def pie_runs(runs: pd.DataFrame) -> list[tuple[pd.Series, dict]]:
+    """One profiled run per layout (its longest input, largest batch), at most MAX_PIES."""
+    chosen = []
+    for _, group in runs.sort_values(["input_len", "batch_size"], ascending=False).groupby("layout", sort=False):
+        profiled = [(row, op_shares(row)) for _, row in group.iterrows()]
+        chosen += [p for p in profiled if p[1]][:1]
+    return chosen[:MAX_PIES]
+
+
+def inference_section(runs: RunSet, out: Path) -> Section:
+    """The Inference section, or an empty one when the set has no finished inference run."""
+    done = inference_runs(runs.of("inference"))
+    section = Section("Inference")
+    if done.empty:
+        return section
+    shown, data = latency_table(done)
+    section.add(Paragraph("Medians over the measured requests (vLLM's definitions: TTFT to the first token, "
+                          "TPOT = (E2E - TTFT) / (output length - 1), E2E to the last token)."),
+                Table(shown, data, "inference_latency.csv", "Latency per layout, input length, batch and output length"))
+    shown, data = fit_table(done)
+    if not data.empty:
+        section.add(Table(shown, data, "inference_fits.csv",
+                          "Least-squares lines of latency against input length (slope per input token)"),
+                    Figure(plot_latency_vs_input(done, out / "inference_latency_vs_input.png"),
+                           "TTFT and E2E (s) against input length (tokens), points measured, lines fitted"))
+    shown, data = percentile_table(done)
+    section.add(Table(shown, data, "inference_percentiles.csv", "Latency percentiles over requests"))
+    overhead = scaling_table(done)
+    if not overhead.empty:
+        section.add(Paragraph("Each tp/pp run against the single-device run with the same request, engine, model "
+                              "and dtype: overhead + is slower (tokens/s: + is less throughput); efficiency = "
+                              "tokens/s / (single-device tokens/s x devices)."),
+                    Table(overhead_shown(overhead), overhead, "inference_overhead.csv", "tp/pp overhead against one device"))
+    for plot, name, caption in ((plot_vs_batch, "inference_vs_batch.png", "TTFT and TPOT (s) against batch size"),
+                                (plot_throughput_bars, "inference_throughput.png", "Output tokens/s per layout")):
+        path = plot(done, out / name)
+        if path is not None:
+            section.add(Figure(path, caption))
+    for row, shares in pie_runs(done):
+        path = plot_phase_pies(shares, out / f"inference_ops_{row['run_id'][:8]}.png", row["label"])
+        section.add(Figure(path, f"Prefill vs decode: share of op time (%) by op type, {row['label']} (rank 0)"))
+    return section

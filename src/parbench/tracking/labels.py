@@ -12,6 +12,15 @@ SHOWN = {"model", "parallel", "workload", "hardware", "workload.seq_len", "workl
          "workload.input_len", "workload.output_len", "workload.engine", "hardware.gpus_per_node",
          *(f"parallel.{d}" for d in (*MESH_DIMS, "ep", "sp"))}
 NOT_DEFINING = ("tracking.", "launch.", "hydra.", "dry_run", "debug.")
+# Groups whose fields are named without the group (`steps=6`); others keep their key (`profile.enabled=false`).
+SHORT_GROUPS = ("workload", "model", "parallel")
+
+
+def point_label(choices: dict[str, str], override_dirname: str) -> str:
+    """A point's name before its config is known valid (an invalid one, or a cluster job that died
+    before it ran): its workload and Hydra's override_dirname."""
+    label = override_dirname or f"parallel={choices.get('parallel')},model={choices.get('model')}"
+    return f"{choices.get('workload', 'job')} {label}"
 
 
 def layout_label(cfg: Config, dims: ParallelDims) -> str:
@@ -35,11 +44,17 @@ def workload_label(cfg: Config, dims: ParallelDims) -> str:
 
 
 def run_label(cfg: Config, dims: ParallelDims, overrides: list[str], uses_model: bool) -> str:
-    """model, layout, workload, then every other override that defines the point as `leaf=value`."""
+    """model, layout, workload, then every other override that defines the point: a workload, model
+    or parallel field by its own name (`steps=6`), any other by its full key (`profile.enabled=false`)."""
     parts = [cfg.model.name] if uses_model else []
     parts += [layout_label(cfg, dims), workload_label(cfg, dims)]
     for override in overrides:
         key, _, value = override.lstrip("+~").partition("=")
         if key not in SHOWN and not key.startswith(NOT_DEFINING):
-            parts.append(f"{key.rsplit('.', 1)[-1]}={value}")
+            parts.append(f"{short_key(key)}={value}")
     return " ".join(parts)
+
+
+def short_key(key: str) -> str:
+    group, _, field = key.partition(".")
+    return field if group in SHORT_GROUPS and field else key

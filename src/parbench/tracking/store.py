@@ -113,7 +113,11 @@ class Store:
                 f"  then open http://127.0.0.1:5000/#/experiments/{self.experiment_id}/runs/{run_id}")
 
     def finish(self, run_id: str, ok: bool) -> None:
-        retry(self.client.set_terminated, run_id, "FINISHED" if ok else "FAILED")
+        self.close(run_id, "FINISHED" if ok else "FAILED")
+
+    def close(self, run_id: str, status: str) -> None:
+        """End a run as FINISHED, FAILED or KILLED (also one already ended: the cause was found later)."""
+        retry(self.client.set_terminated, run_id, status)
 
     def child_runs(self, parent_id: str):
         """Children of a sweep's parent run as a pandas DataFrame (mlflow.search_runs columns)."""

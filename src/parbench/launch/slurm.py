@@ -1,0 +1,187 @@
+"""SLURM specifics of a sweep: what each job asks for, where its results go, and how it ended
+(squeue/scontrol, which work without an accounting database, unlike sacct)."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from omegaconf import OmegaConf
+
+# squeue states after which a job runs no more (REQUEUED and COMPLETING are on the way elsewhere).
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "OUT_OF_MEMORY", "NODE_FAIL",
+         "BOOT_FAIL", "PREEMPTED", "SPECIAL_EXIT", "REVOKED"}
+CPUS_PER_GPU = 4  # CPU cores asked for per GPU (data loading, the orchestrator): 32 for 8 GPUs
+SQLITE = "sqlite:///"
+MISSING_POLLS = 3  # polls a job may be absent from squeue before it counts as ended (purged)
+
+
+def gpus_to_request(device_type: str, gpus_per_node: int) -> int | None:
+    """--gpus-per-node: none for a CPU profile (a CPU partition rejects any GPU request)."""
+    return None if device_type == "cpu" or gpus_per_node <= 0 else gpus_per_node
+
+
+def cpus_to_request(device_type: str, gpus_per_node: int) -> int | None:
+    """--cpus-per-task of the one task per node: a core per rank on CPU, CPUS_PER_GPU per GPU."""
+    if gpus_per_node <= 0:
+        return None
+    return gpus_per_node if device_type == "cpu" else CPUS_PER_GPU * gpus_per_node
+
+
+def register_resolvers() -> None:
+    """${parbench.slurm_gpus:...} and ${parbench.slurm_cpus:...}, used by conf/hydra/launcher/slurm.yaml."""
+    for name, fn in (("parbench.slurm_gpus", gpus_to_request), ("parbench.slurm_cpus", cpus_to_request)):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
+
+
+def with_absolute_tracking(overrides: Iterable[str], sweep_uri: str) -> list[str]:
+    """The point's overrides with its SQLite tracking path made absolute, so a job that starts in
+    another directory still writes to the store the sweep's parent run lives in."""
+    overrides = list(overrides)
+    given = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "tracking.uri"]
+    uri = given[-1].split("=", 1)[1] if given else sweep_uri
+    if not uri.startswith(SQLITE) or Path(uri[len(SQLITE):]).is_absolute():
+        return overrides
+    db = Path(uri[len(SQLITE):])
+    return [o for o in overrides if o not in given] + [f"tracking.uri=sqlite:///{db.resolve()}"]
+
+
+def ignore_time_limit_signal() -> None:
+    """In the job: SLURM sends USR2 to every process of the job signal_delay_s before its time limit
+    (earlier for short limits). submitit's handler would raise inside the orchestrator and the default
+    action kills torchrun and the ranks; ignored here (children inherit that), the job runs on until
+    SLURM stops it at the limit, and the sweep records the point as timed out."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """How SLURM says a job ended."""
+
+    state: str  # COMPLETED, FAILED, CANCELLED, TIMEOUT, ... or UNKNOWN
+    exit_code: int = 0
+    signal: int = 0
+
+    def failure(self, timeout_min: int) -> tuple[str, str] | None:
+        """(MLflow status, reason) when SLURM ended the job badly, else None."""
+        if self.state in ("TIMEOUT", "DEADLINE"):
+            return "FAILED", (f"SLURM time limit reached (hydra.launcher.timeout_min={timeout_min}): raise it, "
+                              "or make the point shorter")
+        if self.state == "CANCELLED":
+            return "KILLED", "cancelled in SLURM (scancel, or an administrator)"
+        if self.state == "OUT_OF_MEMORY":
+            return "FAILED", "out of memory: SLURM killed the job at its memory limit (raise hydra.launcher.mem_gb)"
+        if self.state == "PREEMPTED":
+            return "KILLED", "preempted by SLURM"
+        if self.state in ("NODE_FAIL", "BOOT_FAIL"):
+            return "FAILED", f"SLURM {self.state}: the node failed; resubmit the point"
+        if self.state == "FAILED":
+            return "FAILED", f"SLURM job failed with exit code {self.exit_code}{self._signal_name()}"
+        return None
+
+
+    def _signal_name(self) -> str:
+        """The signal that ended the job (SLURM's ExitCode=<code>:<signal>, or a shell's 128+N)."""
+        number = self.signal or (self.exit_code - 128 if 128 < self.exit_code < 128 + 65 else 0)
+        try:
+            return f" (signal {signal.Signals(number).name})" if number else ""
+        except ValueError:
+            return f" (signal {number})"
+
+
+def job_end(job_id: str) -> JobEnd:
+    """The final state of a job: scontrol (slurmctld keeps ended jobs for MinJobAge seconds), else sacct."""
+    out = _run(["scontrol", "show", "job", "-o", job_id])
+    fields = dict(re.findall(r"(\w+)=(\S*)", out))
+    state = fields.get("JobState", "")
+    code = fields.get("ExitCode", "")
+    if not state:
+        out = _run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State,ExitCode"]).strip()
+        state, _, code = out.splitlines()[0].partition("|") if out else ("UNKNOWN", "", "")
+    exit_code, _, sig = code.partition(":")
+    return JobEnd(state.split()[0] if state else "UNKNOWN", _int(exit_code), _int(sig))
+
+
+def accounting_note() -> str | None:
+    """One line for the user when the cluster keeps no accounting (sacct fails), else None."""
+    try:
+        proc = subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"sacct is not usable ({e})"
+    if proc.returncode == 0:
+        return None
+    return (f"SLURM accounting is off on this cluster ({proc.stderr.strip() or 'sacct failed'}): "
+            "job states come from squeue and scontrol; sacct will not list these jobs")
+
+
+class JobWatcher:
+    """Polls squeue for a sweep's jobs, prints their state changes, and says when each has ended."""
+
+    def __init__(self, labels: dict[str, str], has_result: Callable[[str], bool]):
+        self.labels = labels  # job id -> what the user calls the point
+        self.has_result = has_result
+        self.states: dict[str, str] = {}
+        self.missing = {job_id: 0 for job_id in labels}
+
+    def wait(self, max_interval_s: float = 30.0) -> dict[str, JobEnd]:
+        """Block until every job has ended; their ends, by job id."""
+        ends: dict[str, JobEnd] = {}
+        start = time.monotonic()
+        while len(ends) < len(self.labels):
+            seen = self.poll()
+            for job_id in self.labels.keys() - ends.keys():
+                state = seen.get(job_id)
+                self.missing[job_id] = 0 if state else self.missing[job_id] + 1
+                if state in ENDED or self._vanished(job_id, seen):
+                    ends[job_id] = job_end(job_id) if state != "COMPLETED" else JobEnd("COMPLETED")
+            if len(ends) < len(self.labels):
+                time.sleep(min(max_interval_s, 2 + (time.monotonic() - start) / 20))
+        return ends
+
+    def poll(self) -> dict[str, str]:
+        """States by job id (one squeue call for the whole array), printing each change."""
+        arrays = sorted({job_id.split("_")[0] for job_id in self.labels})
+        out = _run(["squeue", "-h", "-r", "--states=all", "-j", ",".join(arrays), "-o", "%i|%T|%N|%M"])
+        seen = {}
+        for line in out.splitlines():
+            job_id, state, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
+            if job_id not in self.labels:
+                continue
+            seen[job_id] = state
+            if self.states.get(job_id) != state:
+                self.states[job_id] = state
+                where = f" on {nodes}" if nodes and state != "PENDING" else ""
+                print(f"[parbench] SLURM job {job_id} ({self.labels[job_id]}): {state}{where}, {elapsed}", flush=True)
+        return seen
+
+    def _vanished(self, job_id: str, seen: dict[str, str]) -> bool:
+        """squeue no longer knows it (purged, or squeue failing): ended once its result is there,
+        or after MISSING_POLLS polls without it."""
+        if job_id in seen:
+            return False
+        return self.has_result(job_id) or self.missing[job_id] >= MISSING_POLLS
+
+
+def wait_for_file(path: Path, timeout_s: float) -> bool:
+    """A shared file system may show a job's result file a little after the job ended."""
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    return path.exists()
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _int(text: str) -> int:
+    return int(text) if text.strip().lstrip("-").isdigit() else 0

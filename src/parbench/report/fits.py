@@ -1,0 +1,63 @@
+"""Least-squares models drawn over measured points: a line (latency against input length) and
+the latency-bandwidth (alpha-beta) model of a collective, time = alpha + bytes / bandwidth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LineFit:
+    slope: float
+    intercept: float
+    r2: float
+    points: int
+
+    def __call__(self, x):
+        return self.intercept + self.slope * np.asarray(x, dtype=float)
+
+
+def fit_line(x, y) -> LineFit | None:
+    """y = intercept + slope x by least squares, with R^2; None with fewer than 2 distinct x."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(np.unique(x)) < 2:
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    residual = float(np.sum((y - (intercept + slope * x)) ** 2))
+    total = float(np.sum((y - y.mean()) ** 2))
+    return LineFit(float(slope), float(intercept), 1.0 - residual / total if total > 0 else 1.0, len(x))
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """time = alpha_s + size_bytes / bandwidth_Bps: alpha is the fixed cost of one call (latency),
+    beta = 1 / bandwidth the cost of each byte."""
+    alpha_s: float
+    beta_s_per_byte: float
+    r2: float
+    points: int
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        return 1e-9 / self.beta_s_per_byte if self.beta_s_per_byte > 0 else float("inf")
+
+    def __call__(self, size_bytes):
+        return self.alpha_s + self.beta_s_per_byte * np.asarray(size_bytes, dtype=float)
+
+
+def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
+    """Least squares on relative error (each point divided by its time): sizes span decades, and an
+    absolute fit would let the largest message decide alpha, which only the small ones show."""
+    size_bytes, time_s = np.asarray(size_bytes, dtype=float), np.asarray(time_s, dtype=float)
+    if len(np.unique(size_bytes)) < 2:
+        return None
+    design = np.stack([np.ones_like(size_bytes), size_bytes], axis=1) / time_s[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(time_s), rcond=None)
+    predicted = alpha + beta * size_bytes
+    log_residual = np.log(time_s) - np.log(np.clip(predicted, 1e-30, None))
+    log_total = np.log(time_s) - np.log(time_s).mean()
+    total = float(np.sum(log_total**2))
+    r2 = 1.0 - float(np.sum(log_residual**2)) / total if total > 0 else 1.0
+    return AlphaBeta(float(alpha), float(beta), r2, len(size_bytes))

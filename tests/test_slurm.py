@@ -1,0 +1,159 @@
+"""Sweeps on a real one-node SLURM (launch/slurm-local.sh: Debian's slurm-wlm and munge on this
+machine): submitted with hydra/launcher=slurm, run, recorded in MLflow, failed, timed out, cancelled.
+Run with `python -m pytest -q -m slurm`; where SLURM cannot be installed or started they fail."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, Cli
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+
+POINTS_CONF = Path(__file__).parent / "slurm_conf"  # +point=<one of POINTS>: tests/slurm_conf/point/*.yaml
+POINTS = ("invalid", "crash", "job_error", "cancel", "timeout")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> str:
+    """The local cluster, started (or found running) by launch/slurm-local.sh; its node name."""
+    proc = subprocess.run(["bash", str(REPO / "launch" / "slurm-local.sh"), "start"], capture_output=True,
+                          text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"could not start the local SLURM (launch/slurm-local.sh start, rc {proc.returncode}):\n"
+                    f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True).stdout.split()
+    assert node, f"sinfo lists no node:\n{proc.stdout}"
+    return node[0]
+
+
+def sweep_command(cli: Cli, uri: str, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "parbench", "-m", "hydra/launcher=slurm", "hardware=cpu", f"tracking.uri={uri}",
+            f"hydra.sweep.dir={cli.root / 'sweep'}", "hydra.launcher.partition=debug", *overrides]
+
+
+def start_sweep(cli: Cli, uri: str, *overrides: str) -> subprocess.Popen:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.Popen(sweep_command(cli, uri, *overrides), cwd=cli.root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, f"the sweep failed ({proc.returncode}):\n{out[-6000:]}"
+    return out
+
+
+def squeue(*args: str) -> list[list[str]]:
+    out = subprocess.run(["squeue", "-h", "-r", "--states=all", *args], capture_output=True, text=True).stdout
+    return [line.split("|") for line in out.splitlines()]
+
+
+@pytest.fixture
+def tracking_server(tmp_path: Path):
+    """`mlflow server` bound to loopback, as on a login node (docs/slurm.md); its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "mlflow-server.log").open("w")
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                               "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"],
+                              cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                break
+        except OSError:
+            assert server.poll() is None, (tmp_path / "mlflow-server.log").read_text()[-3000:]
+            time.sleep(1)
+    else:
+        pytest.fail(f"mlflow server did not listen on {url} in 180 s")
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+    log.close()
+
+
+def test_sweep_runs_as_slurm_jobs_into_a_tracking_server(slurm_cluster, tracking_server, cli):
+    """parallel=dp,fsdp: two SLURM jobs, torchrun's rendezvous from the allocation, two FINISHED
+    children of one parent with metrics, in an MLflow server on loopback."""
+    proc = start_sweep(cli, tracking_server, "parallel=dp,fsdp", "hydra.launcher.timeout_min=10")
+    seen: dict[str, str] = {}
+    while proc.poll() is None and len(seen) < 2:  # the jobs as squeue shows them while they run
+        seen.update({row[0]: row[1] for row in squeue("-n", "parbench", "-o", "%i|%j|%T") if row[2] == "RUNNING"})
+        time.sleep(1)
+    out = finish(proc, timeout=600)
+    jobs = [line.split("submitted SLURM job ")[1].split()[0] for line in out.splitlines() if "submitted SLURM job" in line]
+    assert len(jobs) == 2 and set(seen) <= set(jobs), (jobs, seen, out[-3000:])
+    assert {row[0]: row[1] for row in squeue("-j", jobs[0].split("_")[0], "-o", "%i|%T")} == dict.fromkeys(jobs, "COMPLETED")
+
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_server)
+    runs = mlflow.search_runs(search_all_experiments=True)
+    parents, children = runs[runs["tags.mlflow.parentRunId"].isna()], runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert len(parents) == 1 and (children["tags.mlflow.parentRunId"] == parents.run_id.iloc[0]).all()
+    assert parents.status.iloc[0] == "FINISHED"
+    assert sorted(children["params.parallel.name"]) == ["dp", "fsdp"]
+    assert (children.status == "FINISHED").all() and (children["metrics.throughput_tokens_per_s"] > 0).all()
+    assert sorted(children["tags.slurm_job"]) == sorted(jobs)
+    # The rendezvous came from the allocation (node 0's name and a port from the job id), not localhost.
+    assert all(r.startswith(f"{slurm_cluster}:") for r in children["tags.rendezvous"]), children["tags.rendezvous"]
+    first_line = (cli.root / "sweep" / "0" / "worker.log").read_text().splitlines()[0]
+    assert f"--master-addr={slurm_cluster}" in first_line and "--standalone" not in first_line
+    assert "Sweep" in out and "FINISHED" in out and "Bypassing sacct error" not in out
+
+
+def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_cluster, tmp_path):
+    """An invalid point, a rank's crash, the orchestrator's crash and a scancel in one sweep, a SLURM
+    time limit in another (the limit is the whole sweep's): each a FAILED/KILLED run saying why,
+    parents closed, summaries printed."""
+    points, limit = Cli(tmp_path / "points"), Cli(tmp_path / "limit")
+    for cli in (points, limit):
+        cli.root.mkdir()
+    common = (f"hydra.searchpath=[file://{POINTS_CONF}]", "hydra.launcher.cpus_per_task=1", "workload.steps=20")
+    procs = [start_sweep(points, points.uri, *common, "+point=invalid,crash,job_error,cancel", "hydra.launcher.timeout_min=10"),
+             start_sweep(limit, limit.uri, *common, "+point=timeout", "hydra.launcher.timeout_min=1")]
+    cancelled = cancel_when_running(procs[0], points.root / "sweep" / "3")
+    outs = [finish(proc, timeout=720) for proc in procs]
+    assert cancelled, outs[0][-4000:]
+    runs = {cli: cli.runs() for cli in (points, limit)}
+    children = {row["tags.choice.point"]: row for cli in (points, limit) for _, row in runs[cli].iterrows()
+                if isinstance(row.get("tags.choice.point"), str)}
+    assert sorted(children) == sorted(POINTS), [list(r["tags.mlflow.runName"]) for r in runs.values()]
+    status = {name: (row.status, row["tags.failure_reason"]) for name, row in children.items()}
+    assert status["invalid"][0] == "FAILED" and status["invalid"][1].startswith("invalid config"), status
+    assert status["crash"][0] == "FAILED" and "injected crash at step 2" in status["crash"][1], status
+    assert status["job_error"][0] == "FAILED", status
+    assert status["job_error"][1].startswith("the job raised ValueError: maxlen must be non-negative"), status
+    assert status["cancel"][0] == "KILLED" and status["cancel"][1].startswith("cancelled in SLURM"), status
+    assert status["timeout"][0] == "FAILED", status
+    assert status["timeout"][1].startswith("SLURM time limit reached (hydra.launcher.timeout_min=1)"), status
+    for cli, out in zip((points, limit), outs):
+        parent = runs[cli][runs[cli]["tags.mlflow.parentRunId"].isna()]
+        assert len(parent) == 1 and parent.status.iloc[0] != "RUNNING"  # closed
+        assert "Sweep" in out and "Summary CSV" in out and "Traceback" not in out, out[-4000:]
+
+
+def cancel_when_running(proc: subprocess.Popen, job_dir: Path) -> bool:
+    """scancel the point's job once its workers are running; True when it was cancelled."""
+    deadline = time.monotonic() + 400
+    while proc.poll() is None and time.monotonic() < deadline:
+        log = job_dir / "worker.log"
+        if log.exists() and "hangs at step" in log.read_text():
+            # submitit keeps each job's files in .submitit/<array>_<task>; the task is the job number
+            job = next(job_dir.parent.glob(f".submitit/*_{job_dir.name}")).name
+            subprocess.run(["scancel", job], check=True)
+            return True
+        time.sleep(1)
+    return False
