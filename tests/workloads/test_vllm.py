@@ -67,7 +67,7 @@ def test_vllm_decodes_the_native_engines_tokens_and_profiles_like_it(cli):
 @pytest.mark.timeout(2400)
 def test_vllm_latency_sweep_logs_the_native_engines_metric_names(cli):
     """input length x batch x output length through vLLM: every run FINISHED with the native
-    engine's latency/throughput names, consistent figures, and the sweep's plots."""
+    engine's latency/throughput names, consistent figures, and the sweep's report tables and plots."""
     cli.run(*TINY, "hardware.gpus_per_node=1", "workload.engine=vllm", "workload.profile=false",
             "workload.repeats=2", "workload.input_len=16,96", "workload.batch_size=1,4", "workload.output_len=4,12",
             multirun=True, timeout=1800)
@@ -82,8 +82,9 @@ def test_vllm_latency_sweep_logs_the_native_engines_metric_names(cli):
         (runs["metrics.requests_per_s"] * output_len).to_numpy())
     assert (runs["metrics.e2e_s_p50"] > runs["metrics.ttft_s_p50"]).all()
     assert runs["tags.itl_s"].str.startswith("n/a").all()
-    assert (cli.root / "sweep" / "latency_vs_input_len.png").exists()
-    assert (cli.root / "sweep" / "ttft_tpot_vs_batch.png").exists()
+    report = cli.root / "sweep" / "report"  # the sweep's report: one latency table, the engine in the layout
+    assert set(pd.read_csv(report / "inference_latency.csv")["layout"]) == {"vllm_tp1_pp1"}
+    assert (report / "inference_vs_batch.png").exists()
 
 
 @pytest.mark.timeout(1500)
@@ -98,7 +99,7 @@ def test_vllm_tp2_decodes_like_tp1_and_reports_its_overhead(cli):
     assert math.isfinite(tp2["metrics.overhead_pct_tpot_s_p50"]) and tp2["metrics.scaling_efficiency"] > 0
     assert tp2["metrics.mem_weights_gb"] < runs.loc["1", "metrics.mem_weights_gb"]
     assert tp2["metrics.decode_op_pct_all_reduce"] > 0  # vLLM's CPU all-reduce (_C::shm_allreduce), from its trace
-    table = pd.read_csv(cli.root / "sweep" / "inference_scaling.csv")
+    table = pd.read_csv(cli.root / "sweep" / "report" / "inference_overhead.csv")
     assert list(table["layout"]) == ["vllm_tp2_pp1"]
 
 
