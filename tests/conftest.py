@@ -61,6 +61,18 @@ class Cli:
         return mlflow.search_runs(search_all_experiments=True, order_by=["start_time ASC"])
 
 
+@pytest.fixture(autouse=True)
+def vllm_must_be_installed(request) -> None:
+    """A `vllm`-marked test FAILS (never skips) where vLLM cannot run, with the install or fix line."""
+    if request.node.get_closest_marker("vllm") is None:
+        return
+    from parbench.workloads.specs.vllm_engine import vllm_environment_problem
+
+    problem = vllm_environment_problem()
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)

@@ -20,12 +20,12 @@ from torch.autograd.profiler import record_function
 from parbench.metrics.timing import STEP_RANGE
 
 SCOPE_PREFIX = "parbench."
-COMM_MARKERS = ("c10d", "gloo", "nccl")
+COMM_MARKERS = ("c10d", "gloo", "nccl", "shm_")  # shm_: vLLM's CPU collectives (_C::shm_allreduce, ...)
 # Substring of a communication op's name -> its category; the first match wins.
 COLLECTIVES = (("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_gather", "all_gather"),
                ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"), ("all_to_all", "all_to_all"),
                ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("send", "p2p"), ("recv", "p2p"),
-               ("barrier", "barrier"))
+               ("barrier", "barrier"), ("gather", "gather"))
 AFTER_COLLECTIVE = ""  # a wait or a helper op (tensor wrapping) of the last collective issued
 
 

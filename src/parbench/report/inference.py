@@ -25,7 +25,8 @@ COMPARED = (("ttft_s_p50", True), ("tpot_s_p50", True), ("e2e_s_p50", True), ("o
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Finished inference runs with their layout (tp, pp, devices, a 'tpXppY' label) as columns."""
+    """Finished inference runs with their layout (tp, pp, devices, a 'tpX_ppY' label, prefixed by the
+    engine when it is not the native one) as columns."""
     if runs.empty or "params.workload.name" not in runs:
         return runs.iloc[0:0]
     done = runs[(runs["params.workload.name"] == "inference") & (runs["status"] == "FINISHED")].copy()
@@ -35,6 +36,9 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["pp"] = done["params.parallel.pp"].astype(int)
     done["devices"] = done["tp"] * done["pp"]
     done["layout"] = "tp" + done["tp"].astype(str) + "_pp" + done["pp"].astype(str)
+    if "params.workload.engine" in done:  # both engines in one sweep: their series apart
+        other = done["params.workload.engine"].fillna("native") != "native"
+        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"] + "_" + done.loc[other, "layout"]
     done["decode_mode"] = decode_modes(done)
     fast = done["decode_mode"] != "eager"
     done.loc[fast, "layout"] += "_" + done.loc[fast, "decode_mode"]

@@ -1,6 +1,6 @@
 """Inference workload: fixed-length prompts, prefill then greedy decode of a fixed number of tokens,
 measured with vLLM's definitions (TTFT, TPOT, ITL, E2E). Its config, checks and engine table are in
-parbench.workloads.specs.inference; the engines are native.py and vllm_engine.py."""
+parbench.workloads.specs.inference; the engines are native.py and vllm_engine/."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from parbench.dtypes import torch_dtype
 from parbench.metrics.memory import GB
 from parbench.models.build import build_model, count_params
 from parbench.workloads.inference.latency import decode_bytes_per_step, kv_bytes_per_position
+from parbench.workloads.specs.vllm_engine import kv_cache_gb_per_worker, parbench_shape
 
 
 def memory_per_device_gb(cfg: Config) -> dict[str, float]:
@@ -25,13 +26,21 @@ def memory_per_device_gb(cfg: Config) -> dict[str, float]:
 
 
 def check_fits(cfg: Config, memory: dict[str, float]) -> None:
-    """Weights and KV cache alone must fit the device memory (activations come on top)."""
-    hw = cfg.hardware
+    """Weights and KV cache alone must fit the device memory (activations come on top); vLLM on a
+    GPU gets gpu_memory_utilization of it and keeps whole KV blocks."""
+    hw, w = cfg.hardware, cfg.workload
     weights, kv_cache = memory["weights_per_device_gb"], memory["kv_cache_per_device_gb"]
-    if cfg.workload.engine == "native" and hw.memory_gb and weights + kv_cache > hw.memory_gb:
+    if w.engine == "native" and hw.memory_gb and weights + kv_cache > hw.memory_gb:
         raise ConfigError(f"weights ({weights:.1f} GB) + KV cache ({kv_cache:.1f} GB) per device exceed "
                           f"hardware.memory_gb={hw.memory_gb} of {hw.name}: lower workload.batch_size or "
                           "input_len, or raise tp/pp")
+    if w.engine == "vllm" and hw.device_type == "cuda" and hw.memory_gb and w.vllm.model is None:
+        kv_cache = kv_cache_gb_per_worker(cfg, parbench_shape(cfg))
+        usable = hw.memory_gb * w.vllm.gpu_memory_utilization
+        if weights + kv_cache > usable:
+            raise ConfigError(f"weights ({weights:.1f} GB) + the batch's KV cache ({kv_cache:.1f} GB) per GPU exceed "
+                              f"workload.vllm.gpu_memory_utilization x hardware.memory_gb = {usable:.1f} GB: lower "
+                              "workload.batch_size or the lengths, or raise tp/pp")
 
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:

