@@ -86,7 +86,7 @@ def tracking_server(tmp_path: Path):
 
 def test_sweep_runs_as_slurm_jobs_into_a_tracking_server(slurm_cluster, tracking_server, cli):
     """parallel=dp,fsdp: two SLURM jobs, torchrun's rendezvous from the allocation, two FINISHED
-    children of one parent with metrics, in an MLflow server on loopback."""
+    children of one parent with metrics, in an MLflow server on loopback; re-submitted, it skips both."""
     proc = start_sweep(cli, tracking_server, "parallel=dp,fsdp", "hydra.launcher.timeout_min=10")
     seen: dict[str, str] = {}
     while proc.poll() is None and len(seen) < 2:  # the jobs as squeue shows them while they run
@@ -112,6 +112,12 @@ def test_sweep_runs_as_slurm_jobs_into_a_tracking_server(slurm_cluster, tracking
     first_line = (cli.root / "sweep" / "0" / "worker.log").read_text().splitlines()[0]
     assert f"--master-addr={slurm_cluster}" in first_line and "--standalone" not in first_line
     assert "Sweep" in out and "FINISHED" in out and "Bypassing sacct error" not in out
+
+    # Re-submitted, the same sweep runs nothing again: each point finds its FINISHED run (config hash).
+    again = finish(start_sweep(cli, tracking_server, "parallel=dp,fsdp", "hydra.launcher.timeout_min=10"), timeout=600)
+    assert "Skipped 2 point(s)" in again, again[-3000:]
+    runs = mlflow.search_runs(search_all_experiments=True)
+    assert len(runs[runs["tags.mlflow.parentRunId"].notna()]) == 2
 
 
 def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_cluster, tmp_path):
