@@ -30,6 +30,7 @@ from parbench.parallel.specs import STRATEGIES
 from parbench.predict import predict, predictable, prediction_errors
 from parbench.predict.calibration import calibration_for
 from parbench.predict.fit import fit_message
+from parbench.predict.params import param_counts
 from parbench.tracking.labels import point_label, run_label
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
 from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
@@ -71,12 +72,10 @@ def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
 
 def make_plan(cfg: Config, dims: ParallelDims) -> dict:
     """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
-    from parbench.models.build import build_model, count_params  # torch: only for a valid config
-
     spec = WORKLOADS.get(cfg.workload.name)
     model = {}
     if spec.uses_model:
-        counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+        counts = param_counts(cfg.model)  # from the shapes: equal to a built model's (tests/predict)
         model = {"model": cfg.model.name, "params_total": counts.total, "params_active": counts.active,
                  "params_embedding": counts.embedding}
     return {
