@@ -15,6 +15,7 @@ from typing import Iterator
 
 import torch
 from torch import nn
+from torch.autograd import DeviceType
 from torch.autograd.profiler import record_function
 
 from parbench.metrics.timing import STEP_RANGE
@@ -79,10 +80,12 @@ def self_time_us(event, on_device: bool) -> float:
 
 
 def model_thread_events(events: list) -> list:
-    """Events of the thread that ran the model (its scopes): a backend's own threads (gloo's)
-    work while the model thread waits, and counting both would count that time twice."""
-    threads = {e.thread for e in events if e.name.startswith(SCOPE_PREFIX)}
-    return [e for e in events if e.thread in threads] if threads else events
+    """Host-side events of the thread that ran the model (its scopes): a backend's own threads
+    (gloo's) work while the model thread waits, and a kernel's time is already its launching
+    op's self device time (the kernel's own event, outside every scope, would count it twice)."""
+    host = [e for e in events if e.device_type == DeviceType.CPU]
+    threads = {e.thread for e in host if e.name.startswith(SCOPE_PREFIX)}
+    return [e for e in host if e.thread in threads] if threads else host
 
 
 def op_time_by_category(prof: torch.profiler.profile, on_device: bool) -> dict[str, float]:
