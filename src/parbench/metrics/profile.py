@@ -135,6 +135,7 @@ class StepProfiler:
         self.first_loop_step = first_step + self.cfg.wait  # the profiler's warm-up starts here
         self._loop_step = 0
         self._started_at = 0.0  # wall clock at the window's first step: what the window adds
+        self._export_s = 0.0
         self._prof: torch.profiler.profile | None = None
         self._layers: LayerRanges | None = None
         self.tags: dict[str, str] = {}
@@ -175,7 +176,9 @@ class StepProfiler:
         return self
 
     def _save_trace(self, prof: torch.profiler.profile) -> None:
+        started = time.perf_counter()
         prof.export_chrome_trace(str(trace_path(self.job_dir, self.env.rank)))
+        self._export_s = time.perf_counter() - started
 
     def step(self) -> None:
         """Call once at the end of every loop iteration, outside the timed region."""
@@ -227,11 +230,13 @@ class StepProfiler:
         if not self.enabled:
             return {}
         keep = keeps_trace(self.env, self.cfg.keep_traces)
+        started = time.perf_counter()
         analysis = analyze_exported(trace_path(self.job_dir, self.env.rank), keep)
+        cost = {"profile_export_s": self._export_s, "profile_analysis_s": time.perf_counter() - started}
         if self.env.device.type == "cuda" and analysis.device != "gpu":
             self.tags["profile_warning"] = ("the trace holds no GPU kernels (is CUPTI available?): compute and "
                                             "communication figures come from CPU-side ops only")
-        mine = {"metrics": analysis.metrics(), "steps": [s.row() for s in analysis.steps],
+        mine = {"metrics": {**analysis.metrics(), **cost}, "steps": [s.row() for s in analysis.steps],
                 "ops": analysis.ops, "collectives": analysis.collectives, "keeps_trace": keep}
         gathered: list = [None] * self.env.world_size
         dist.all_gather_object(gathered, mine)

@@ -14,11 +14,12 @@ The analysis of those events is parbench.metrics.trace.
 from __future__ import annotations
 
 import gzip
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+import orjson
 
 from parbench.metrics import intervals as iv
 
@@ -53,7 +54,7 @@ NON_OPERATOR_PREFIXES = ("autograd::", "profiler::")
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 
 
-@dataclass(frozen=True, eq=False)  # identity hash: events key per-event tables
+@dataclass(eq=False, slots=True)  # identity hash: events key per-event tables; slots: 100k events build fast
 class Event:
     name: str
     cat: str
@@ -72,11 +73,13 @@ class Event:
 
 
 def load_trace(path: Path | str) -> dict:
-    """A Kineto trace as written by torch.profiler (plain or gzipped JSON)."""
+    """A Kineto trace as written by torch.profiler (plain or gzipped JSON); orjson parses a GPU
+    step's 100k events in about half the time json takes, and this parse is most of what the
+    default profile window costs."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+    with opener(path, "rb") as f:
+        return orjson.loads(f.read())
 
 
 def complete_events(trace: dict) -> list[Event]:
