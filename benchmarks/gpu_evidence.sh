@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | record | record8b | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
+# scaling | record | record8b | window8b | oom | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -20,6 +20,41 @@ sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.cs
   python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" \
     2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
   pack  # after every sweep: a call that runs out of time still returns what finished
+}
+timed() {  # timed NAME OVERRIDES...: a sweep, its wall time (Hydra start to exit) into wall_s.csv
+  local t0; t0=$(date +%s.%N); sweep "$@"
+  echo "$1,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" >> "$W/wall_s.csv"
+}
+record_summary() {  # what each run of the suite recorded, and what the profile window added (NAME vs NAME_noprofile)
+  python - "$W" <<'PY' | tee "$W/record.txt"
+import sys
+import mlflow
+import pandas as pd
+root = sys.argv[1]
+mlflow.set_tracking_uri(f"sqlite:///{root}/mlflow.db")
+runs = mlflow.search_runs(search_all_experiments=True)
+runs = runs[runs["tags.mlflow.parentRunId"].notna()]
+walls = pd.read_csv(f"{root}/wall_s.csv").set_index("sweep")["wall_s"]
+for _, run in runs.iterrows():
+    sweep = run["tags.job_dir"].rstrip("/").split("/")[-2]
+    get = lambda k: run.get(f"metrics.{k}", float("nan"))
+    series = sorted(c.removeprefix("metrics.system/") for c in runs.columns
+                    if c.startswith("metrics.system/gpu_0") and pd.notna(run[c]))
+    print(f"{sweep}: {run['status']}, sweep wall {walls[sweep]:.1f} s, torchrun {get('launch_duration_s'):.1f} s, "
+          f"profile window added {get('profile_added_s'):.2f} s (export {get('profile_export_s'):.2f} s, "
+          f"analysis {get('profile_analysis_s'):.2f} s)")
+    print(f"  energy_j {get('energy_j'):.1f}  avg_power_w {get('avg_power_w'):.1f}  tokens_per_joule "
+          f"{get('tokens_per_joule'):.1f}  throttled {run.get('tags.gpu_throttled')} "
+          f"({run.get('tags.gpu_clock_event_reasons')})")
+    print(f"  comm_pct {get('comm_pct'):.2f}  exposed_comm_pct {get('exposed_comm_pct'):.2f}  "
+          f"prefill_comm_pct {get('prefill_comm_pct'):.2f}  decode_comm_pct {get('decode_comm_pct'):.2f}  "
+          f"throughput {get('throughput_tokens_per_s'):.0f} tok/s  output {get('output_tokens_per_s'):.0f} tok/s")
+    print(f"  system series: {', '.join(series) or 'none'}")
+for name in walls.index:
+    if f"{name}_noprofile" in walls.index:
+        added, off = walls[name] - walls[f"{name}_noprofile"], walls[f"{name}_noprofile"]
+        print(f"default profile window: {added:+.1f} s of wall time on {name} ({100 * added / off:+.1f} %)")
+PY
 }
 # Llama 3.2 1B shape with an untied head (1.50B), torchtitan's benchmark shape.
 L1B=(model=llama3_2_1b model.tie_embeddings=false)
@@ -134,41 +169,33 @@ PY
   record)  # 1 GPU (issue 15): what every run records by default, no profile override: comm %, energy_j,
     # tokens_per_joule, throttling, the system/* GPU series; a 1B training run, the same with
     # profile.enabled=false (what the default profile window adds to wall time), a llama2_7b native inference run.
-    timed() {  # timed NAME OVERRIDES...: a sweep, its wall time (Hydra start to exit) into wall_s.csv
-      local t0; t0=$(date +%s.%N); sweep "$@"
-      echo "$1,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" >> "$W/wall_s.csv"
-    }
     echo "sweep,wall_s" > "$W/wall_s.csv"
     R1B=("${L1B[@]}" hardware.gpus_per_node=1 workload.seq_len=4096 workload.batch_size=2)
     timed train_1b "${R1B[@]}" "$@"
     timed train_1b_noprofile "${R1B[@]}" profile.enabled=false "$@"
     timed infer_7b workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.input_len=512 \
       workload.output_len=128 workload.batch_size=8 "$@"
-    python - "$W" <<'PY' | tee "$W/record.txt"
+    record_summary
+    ;;
+  window8b)  # 1 H200 (issue 15): Llama 3 8B with the default steps and profile window, then without
+    # the window: what it adds to a default-length 8B run's wall time (full AC so it fits one GPU).
+    echo "sweep,wall_s" > "$W/wall_s.csv"
+    R8B=(model=llama3_8b hardware.gpus_per_node=1 workload.seq_len=2048 workload.batch_size=1
+         workload.activation_checkpointing=full)
+    timed train_8b "${R8B[@]}" "$@"
+    timed train_8b_noprofile "${R8B[@]}" profile.enabled=false "$@"
+    record_summary
+    ;;
+  oom)  # 1 GPU (issue 19): a 1B run that cannot fit (seq 8192 x batch 64, no AC) fails as CUDA out of
+    # memory, with the plan's estimate beside the device's capacity in the failure reason.
+    sweep oom "${L1B[@]}" hardware.gpus_per_node=1 workload.seq_len=8192 workload.batch_size=64 profile.enabled=false "$@"
+    python - "$W" <<'PY' | tee "$W/oom.txt"
 import sys
 import mlflow
-import pandas as pd
-root = sys.argv[1]
-mlflow.set_tracking_uri(f"sqlite:///{root}/mlflow.db")
+mlflow.set_tracking_uri(f"sqlite:///{sys.argv[1]}/mlflow.db")
 runs = mlflow.search_runs(search_all_experiments=True)
-runs = runs[runs["tags.mlflow.parentRunId"].notna()]
-walls = pd.read_csv(f"{root}/wall_s.csv").set_index("sweep")["wall_s"]
-for _, run in runs.iterrows():
-    sweep = run["tags.job_dir"].rstrip("/").split("/")[-2]
-    get = lambda k: run.get(f"metrics.{k}", float("nan"))
-    series = sorted(c.removeprefix("metrics.system/") for c in runs.columns
-                    if c.startswith("metrics.system/gpu_0") and pd.notna(run[c]))
-    print(f"{sweep}: {run['status']}, sweep wall {walls[sweep]:.1f} s, torchrun {get('launch_duration_s'):.1f} s, "
-          f"profile window added {get('profile_added_s'):.2f} s")
-    print(f"  energy_j {get('energy_j'):.1f}  avg_power_w {get('avg_power_w'):.1f}  tokens_per_joule "
-          f"{get('tokens_per_joule'):.1f}  throttled {run.get('tags.gpu_throttled')} "
-          f"({run.get('tags.gpu_clock_event_reasons')})")
-    print(f"  comm_pct {get('comm_pct'):.2f}  exposed_comm_pct {get('exposed_comm_pct'):.2f}  "
-          f"prefill_comm_pct {get('prefill_comm_pct'):.2f}  decode_comm_pct {get('decode_comm_pct'):.2f}  "
-          f"throughput {get('throughput_tokens_per_s'):.0f} tok/s  output {get('output_tokens_per_s'):.0f} tok/s")
-    print(f"  system series: {', '.join(series) or 'none'}")
-added = walls["train_1b"] - walls["train_1b_noprofile"]
-print(f"default profile window: {added:+.1f} s of wall time on the 1B run ({100 * added / walls['train_1b_noprofile']:+.1f} %)")
+for _, run in runs[runs["tags.mlflow.parentRunId"].notna()].iterrows():
+    print(f"{run['tags.mlflow.runName']}: {run['status']}\n  failure_reason: {run.get('tags.failure_reason')}")
 PY
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;

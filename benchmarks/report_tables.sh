@@ -2,6 +2,7 @@
 # The seed write-ups' single-GPU tables, made by `parbench report` at the end of each sweep
 # (docs/reports.md, "Regenerating the write-ups' tables on one GPU"). One H100 or H200.
 #   bash benchmarks/report_tables.sh [latency] [ops] [micro] [train1b]     (default: all four)
+# OVERRIDES="key=value ..." is added to every sweep (e.g. OVERRIDES=workload.decode_mode=eager).
 # Each sweep's report folder is copied to docs/results/report-<name>/ and, with $OUT set (the
 # device tool), packed as $OUT/report-<name>.tgz (unpack with: tar -xzf report-<name>.tgz -C docs/results).
 set -uo pipefail
@@ -10,8 +11,9 @@ mkdir -p "$W" docs/results
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun; its report goes to docs/results/report-NAME
   local name=$1; shift
-  echo "== $name: python -m parbench -m $*" | tee -a "$W/commands.txt"
-  python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" \
+  echo "== $name: python -m parbench -m $* ${OVERRIDES:-}" | tee -a "$W/commands.txt"
+  # shellcheck disable=SC2086  # OVERRIDES: words on purpose
+  python -m parbench -m "$@" ${OVERRIDES:-} hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" \
     2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
   rm -rf "docs/results/report-$name" && cp -r "$W/$name/report" "docs/results/report-$name"
   cp "$W/$name.log" "docs/results/report-$name/sweep.log"

@@ -1,6 +1,6 @@
 """`parbench calibrate [--out FILE] [overrides]`: run the microbenchmarks (matmul, memory bandwidth,
 collectives) and two short profiled training runs (dp, fsdp) on this machine, fit the performance
-model's figures to them, save the versioned profile (conf/calibration/<hardware>.yaml) and log it to
+model's figures to them, save the versioned profile (conf/calibrations/<hardware>.yaml) and log it to
 MLflow. docs/plan.md describes the fits."""
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def base_calibration(cfg: Config) -> Calibration:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="parbench calibrate", description=__doc__)
-    parser.add_argument("--out", type=Path, help="profile file (default conf/calibration/<hardware>.yaml)")
+    parser.add_argument("--out", type=Path, help="profile file (default conf/calibrations/<hardware>.yaml)")
     parser.add_argument("--work", type=Path, default=Path("outputs/calibrate"), help="job dirs of the runs")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides: hardware=..., tracking.uri=...")
     args = parser.parse_args(argv)

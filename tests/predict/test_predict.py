@@ -135,6 +135,14 @@ def test_dry_run_names_what_does_not_fit_and_what_would(cli):
     assert "step" in proc.stdout and "bottleneck" in proc.stdout
 
 
+def test_a_calibration_file_given_on_the_command_line_is_the_one_predicted_with(cli):
+    """`calibration=<file>` is a plain value (the shipped profiles live outside Hydra's groups)."""
+    shipped = (CONF_DIR / "calibrations" / "cpu.yaml").read_text()
+    (cli.root / "mine.yaml").write_text(re.sub(r"(?m)^source: .*$", "source: my own profile", shipped))
+    proc = cli.run("dry_run=true", f"calibration={cli.root / 'mine.yaml'}")
+    assert "[parbench] predicted (my own profile): step" in proc.stdout, proc.stdout
+
+
 def plan_output(*overrides: str, tmp: Path) -> str:
     from parbench.planner import main
     import contextlib

@@ -125,6 +125,9 @@ def test_inference_and_microbenchmark_sections(store):
     overhead = pd.read_csv(inference.root / "sweep" / "report" / "inference_overhead.csv")
     assert len(overhead) == 3 and (overhead["scaling_efficiency"] > 0).all()
     assert "Prefill vs decode" in markdown
+    shares = pd.read_csv(next((inference.root / "sweep" / "report").glob("inference_ops_*.csv")), index_col="op type")
+    assert list(shares.columns) == ["prefill", "decode"] and shares.sum().round(6).eq(100).all()
+    assert {"attention", "mlp"} <= set(shares.index)
 
     collectives = sweep(root, "collectives", uri, "workload=collectives", "workload.ops=[all_reduce]",
                         "workload.begin=1K", "workload.end=256K", "workload.factor=4")

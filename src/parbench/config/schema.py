@@ -184,7 +184,7 @@ class Config:
     seed: int = 0
     dry_run: bool = False
     # The performance model's calibration profile (docs/plan.md): a file or a name under
-    # conf/calibration/; null: conf/calibration/<hardware.name>.yaml if there is one, else spec figures.
+    # conf/calibrations/; null: conf/calibrations/<hardware.name>.yaml if there is one, else spec figures.
     calibration: Optional[str] = None
     # Skip a point that already has a FINISHED run with the same config hash in the experiment
     # (docs/reliability.md); false reruns it.

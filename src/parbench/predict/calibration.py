@@ -1,6 +1,6 @@
 """What the model knows about a machine: achieved matmul and memory rates, a latency-bandwidth fit
 per link scope, and how much of each strategy's communication hides behind compute. A calibration
-profile (`parbench calibrate`, conf/calibration/<hardware>.yaml, versioned) holds measured figures;
+profile (`parbench calibrate`, conf/calibrations/<hardware>.yaml, versioned) holds measured figures;
 without one the hardware config's spec figures stand in, scaled by the efficiencies below, and
 the prediction says so (docs/plan.md)."""
 
@@ -18,7 +18,7 @@ from parbench.config.schema import HardwareConfig
 from parbench.paths import CONF_DIR
 
 VERSION = 1
-CALIBRATION_DIR = CONF_DIR / "calibration"
+CALIBRATION_DIR = CONF_DIR / "calibrations"  # not a config group: `calibration=<file>` stays a plain value
 
 # Spec fallback. cuBLAS bf16 GEMMs at LLM shapes reach about 70% of the dense peak on H100/H200,
 # NCCL's bus bandwidth about 80% of the NVLink figure, and streaming kernels about 80% of HBM.
@@ -83,7 +83,7 @@ def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
 
 
 def calibration_path(ref: str) -> Path:
-    """A file path, or a profile name under conf/calibration/."""
+    """A file path, or a profile name under conf/calibrations/."""
     path = Path(ref)
     return path if path.suffix in (".yaml", ".yml", ".json") else CALIBRATION_DIR / f"{ref}.yaml"
 
@@ -112,7 +112,7 @@ def save_calibration(cal: Calibration, path: Path) -> Path:
 
 
 def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calibration:
-    """The named profile, else conf/calibration/<hardware>.yaml when it exists, else the spec figures."""
+    """The named profile, else conf/calibrations/<hardware>.yaml when it exists, else the spec figures."""
     if ref:
         return load_calibration(ref)
     if calibration_path(hw.name).exists():

@@ -212,5 +212,15 @@ def inference_section(runs: RunSet, out: Path) -> Section:
             section.add(Figure(path, caption))
     for row, shares in pie_runs(done):
         path = plot_phase_pies(shares, out / f"inference_ops_{row['run_id'][:8]}.png", row["label"])
-        section.add(Figure(path, f"Prefill vs decode: share of op time (%) by op type, {row['label']} (rank 0)"))
+        data = op_share_table(shares)
+        section.add(Figure(path, f"Prefill vs decode: share of op time (%) by op type, {row['label']} (rank 0)"),
+                    Table(data.map(fmt.percent).reset_index(), data.reset_index(), f"inference_ops_{row['run_id'][:8]}.csv",
+                          f"Share of op time (%) by op type, {row['label']}"))
     return section
+
+
+def op_share_table(shares: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Op types as rows (largest first over the phases), one column per phase, in percent."""
+    table = pd.DataFrame(shares).fillna(0.0)
+    table.index.name = "op type"
+    return table.loc[table.max(axis=1).sort_values(ascending=False).index]
