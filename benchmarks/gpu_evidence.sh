@@ -179,6 +179,8 @@ PY
     ;;
   window8b)  # 1 H200 (issue 15): Llama 3 8B with the default steps and profile window, then without
     # the window: what it adds to a default-length 8B run's wall time (full AC so it fits one GPU).
+    # A tiny run first, so neither timed run pays a fresh machine's first-use costs (font cache, imports).
+    sweep warm_caches model=tiny hardware.gpus_per_node=1 workload.steps=2 "$@"
     echo "sweep,wall_s" > "$W/wall_s.csv"
     R8B=(model=llama3_8b hardware.gpus_per_node=1 workload.seq_len=2048 workload.batch_size=1
          workload.activation_checkpointing=full)
