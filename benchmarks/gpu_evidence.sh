@@ -40,7 +40,7 @@ for _, run in runs.iterrows():
     get = lambda k: run.get(f"metrics.{k}", float("nan"))
     series = sorted(c.removeprefix("metrics.system/") for c in runs.columns
                     if c.startswith("metrics.system/gpu_0") and pd.notna(run[c]))
-    print(f"{sweep}: {run['status']}, sweep wall {walls[sweep]:.1f} s, torchrun {get('launch_duration_s'):.1f} s, "
+    print(f"{sweep}: {run['status']}, sweep wall {walls.get(sweep, float('nan')):.1f} s, torchrun {get('launch_duration_s'):.1f} s, "
           f"profile window added {get('profile_added_s'):.2f} s (export {get('profile_export_s'):.2f} s, "
           f"analysis {get('profile_analysis_s'):.2f} s)")
     print(f"  energy_j {get('energy_j'):.1f}  avg_power_w {get('avg_power_w'):.1f}  tokens_per_joule "

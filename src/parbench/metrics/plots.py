@@ -108,9 +108,11 @@ def _layer_order(name: str) -> tuple:
 def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path, title: str = "") -> Path:
     """One pie of op-type shares (% of op time) per phase (prefill, decode)."""
     fig, axes = plt.subplots(1, len(shares), figsize=(4.4 * len(shares), 3.6))
+    op_types = list(dict.fromkeys(op for table in shares.values() for op in table))
+    colour = {op: plt.get_cmap("tab10")(i % 10) for i, op in enumerate(op_types)}  # one colour per op type in every pie
     for ax, (phase, table) in zip([axes] if len(shares) == 1 else axes, shares.items()):
         # Percentages on slices of 5% or more (smaller ones would overlap); the legend has all.
-        wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False,
+        wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False, colors=[colour[op] for op in table],
                             autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": 8})
         ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=7, loc="center left",
                   bbox_to_anchor=(1.0, 0.5))
