@@ -128,6 +128,11 @@ def test_inference_and_microbenchmark_sections(store):
     shares = pd.read_csv(next((inference.root / "sweep" / "report").glob("inference_ops_*.csv")), index_col="op type")
     assert list(shares.columns) == ["prefill", "decode"] and shares.sum().round(6).eq(100).all()
     assert {"attention", "mlp"} <= set(shares.index)
+    heatmaps = sorted(p.name.split("_")[2] for p in (inference.root / "sweep" / "report").glob("inference_layers_*.png"))
+    assert heatmaps == ["decode", "decode", "prefill", "prefill"] and "ms per step of each layer" in markdown  # dp, tp
+    layers = pd.read_csv(inference.root / "sweep" / "0" / "inference_layers.csv")
+    assert {"layers.0", "layers.1"} <= set(layers["layer"]) and (layers["ms_per_step"] >= 0).all()
+    assert set(layers[layers["layer"] == "layers.1"]["op_type"]) >= {"attention", "mlp", "norm"}
 
     collectives = sweep(root, "collectives", uri, "workload=collectives", "workload.ops=[all_reduce]",
                         "workload.begin=1K", "workload.end=256K", "workload.factor=4")

@@ -19,6 +19,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler import record_function
 
 from parbench.metrics.timing import STEP_RANGE
+from parbench.metrics.trace_events import LAYER_RANGE_PREFIX
 
 SCOPE_PREFIX = "parbench."
 COMM_MARKERS = ("c10d", "gloo", "nccl", "shm_")  # shm_: vLLM's CPU collectives (_C::shm_allreduce, ...)
@@ -65,14 +66,30 @@ def comm_category(name: str) -> str | None:
     return next((category for marker, category in COLLECTIVES if marker in lowered), AFTER_COLLECTIVE)
 
 
-def enclosing_scope(event) -> str:
-    """Category of the nearest `parbench.*` scope around an event (the event itself included);
-    the step range that trace analysis reads is no category."""
+def is_category_scope(name: str) -> bool:
+    """A `parbench.<category>` scope; the step range and the layer ranges are no category."""
+    return name.startswith(SCOPE_PREFIX) and name != STEP_RANGE and not name.startswith(LAYER_RANGE_PREFIX)
+
+
+def enclosing(event, is_scope) -> str | None:
+    """Name of the nearest range around an event (the event itself included) that is_scope accepts."""
     while event is not None:
-        if event.name.startswith(SCOPE_PREFIX) and event.name != STEP_RANGE:
-            return event.name[len(SCOPE_PREFIX):]
+        if is_scope(event.name):
+            return event.name
         event = event.cpu_parent
-    return "other"
+    return None
+
+
+def enclosing_scope(event) -> str:
+    """Category of the nearest `parbench.*` scope around an event (the event itself included)."""
+    scope = enclosing(event, is_category_scope)
+    return scope[len(SCOPE_PREFIX):] if scope else "other"
+
+
+def enclosing_layer(event) -> str:
+    """The model layer (layers.3, norm, ...) whose range holds the event; "-" outside every layer."""
+    layer = enclosing(event, lambda name: name.startswith(LAYER_RANGE_PREFIX))
+    return layer[len(LAYER_RANGE_PREFIX):].strip() if layer else "-"
 
 
 def self_time_us(event, on_device: bool) -> float:
@@ -88,9 +105,10 @@ def model_thread_events(events: list) -> list:
     return [e for e in host if e.thread in threads] if threads else host
 
 
-def op_time_by_category(prof: torch.profiler.profile, on_device: bool) -> dict[str, float]:
-    """Microseconds of self time per category over the model thread's events of the profiled region."""
-    totals: dict[str, float] = defaultdict(float)
+def op_time_by_layer(prof: torch.profiler.profile, on_device: bool) -> dict[tuple[str, str], float]:
+    """Microseconds of self time per (layer, category) over the model thread's events of the
+    profiled region (layer "-" when no LayerRanges ran, or outside every layer)."""
+    totals: dict[tuple[str, str], float] = defaultdict(float)
     last_collective = "other_comm"
     for event in sorted(model_thread_events(list(prof.events())), key=lambda e: e.time_range.start):
         comm = comm_category(event.name)
@@ -100,8 +118,21 @@ def op_time_by_category(prof: torch.profiler.profile, on_device: bool) -> dict[s
             category = last_collective = comm
         else:
             category = enclosing_scope(event)
-        totals[category] += self_time_us(event, on_device)
+        totals[enclosing_layer(event), category] += self_time_us(event, on_device)
     return dict(totals)
+
+
+def category_totals(times: dict[tuple[str, str], float]) -> dict[str, float]:
+    """(layer, category) times summed over the layers."""
+    totals: dict[str, float] = defaultdict(float)
+    for (_, category), us in times.items():
+        totals[category] += us
+    return dict(totals)
+
+
+def op_time_by_category(prof: torch.profiler.profile, on_device: bool) -> dict[str, float]:
+    """Microseconds of self time per category over the model thread's events of the profiled region."""
+    return category_totals(op_time_by_layer(prof, on_device))
 
 
 def shares_pct(times: dict[str, float]) -> dict[str, float]:

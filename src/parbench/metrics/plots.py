@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: workers and CI have no display
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 BREAKDOWN = (("compute_s", "compute", "#4C72B0"), ("exposed_comm_s", "exposed comm", "#DD8452"),
@@ -74,16 +75,31 @@ def layer_heatmap(ops: pd.DataFrame, steps: int, path: Path) -> Path:
     """Milliseconds per step of each layer (rows) in each phase (columns)."""
     grid = ops.pivot_table(index="layer", columns="phase", values="total_s", aggfunc="sum", fill_value=0.0)
     grid = grid.reindex(columns=[p for p in PHASES if p in grid.columns])
-    grid = grid.loc[sorted(grid.index, key=_layer_order)] * 1e3 / steps
-    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(grid.columns), 1.2 + 0.35 * len(grid)))
-    image = ax.imshow(grid.values, aspect="auto", cmap="viridis")
-    ax.set_xticks(range(len(grid.columns)), grid.columns)
-    ax.set_yticks(range(len(grid.index)), ["(outside layers)" if i == "-" else i for i in grid.index])
-    for (row, col), value in pd.DataFrame(grid.values).stack().items():
-        ax.text(col, row, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                color="white" if value < grid.values.max() / 2 else "black")
-    fig.colorbar(image, ax=ax, label="ms per step")
-    ax.set_title("Time per layer and phase (rank 0)", fontsize=10)
+    return heatmap(layers_in_order(grid) * 1e3 / steps, path, "Time per layer and phase (rank 0)", "ms per step", 2)
+
+
+def layers_in_order(grid: pd.DataFrame) -> pd.DataFrame:
+    """Rows by model order (embeddings, layers.0.., norm, output, then time outside every layer)."""
+    grid = grid.loc[sorted(grid.index, key=_layer_order)]
+    return grid.rename(index={"-": "(outside layers)"})
+
+
+def heatmap(grid: pd.DataFrame, path: Path, title: str, unit: str, digits: int = 1,
+            xlabel: str = "", ylabel: str = "") -> Path:
+    """Each cell coloured and labelled with its value (NaN cells stay blank)."""
+    values = grid.to_numpy(dtype=float)
+    fig, ax = plt.subplots(figsize=(2.6 + 1.3 * len(grid.columns), 1.3 + 0.36 * len(grid)))
+    image = ax.imshow(values, aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns], fontsize=8,
+                  rotation=30 if len(grid.columns) > 3 else 0, ha="right" if len(grid.columns) > 3 else "center")
+    ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=8)
+    for (row, col), value in np.ndenumerate(values):
+        if not np.isnan(value):
+            ax.text(col, row, f"{value:.{digits}f}", ha="center", va="center", fontsize=7,
+                    color="black" if image.norm(value) > 0.6 else "white")
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label=unit)
     return _save(fig, path)
 
 

@@ -123,6 +123,12 @@ class LayerRanges:
         for handle in self._handles:
             handle.remove()
 
+    def __enter__(self) -> "LayerRanges":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
 
 class StepProfiler:
     """torch.profiler over loop steps first_step .. first_step + window_steps, after the measured

@@ -64,7 +64,7 @@ def build_report(runs: RunSet, out: Path, uri: str, baseline: RunSet | None = No
     out.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, float] = {}
     with ArtifactFetcher(uri) as fetch:
-        sections = [training_section(runs, out, fetch), inference_section(runs, out),
+        sections = [training_section(runs, out, fetch), inference_section(runs, out, fetch),
                     microbench_section(runs, out, metrics)]
     if baseline is not None:
         sections.append(baseline_section(runs, baseline))

@@ -11,7 +11,8 @@ import pandas as pd
 from parbench.report import fmt
 from parbench.report.document import Figure, Paragraph, Section, Table
 from parbench.metrics.fits import fit_line
-from parbench.metrics.plots import plot_phase_pies
+from parbench.metrics.plots import heatmap, layers_in_order, plot_phase_pies
+from parbench.paths import INFERENCE_LAYERS_FILE
 from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
 from parbench.report.runs import RunSet
 from parbench.tracking.store import Store
@@ -181,7 +182,32 @@ def pie_runs(runs: pd.DataFrame) -> list[tuple[pd.Series, dict]]:
     return chosen[:MAX_PIES]
 
 
-def inference_section(runs: RunSet, out: Path) -> Section:
+def layer_grids(path: Path) -> dict[str, pd.DataFrame]:
+    """{phase: layers (rows) x op types (columns, largest first), ms per step} from the native
+    engine's inference_layers.csv."""
+    table = pd.read_csv(path)
+    grids = {}
+    for phase in ("prefill", "decode"):
+        rows = table[table["phase"] == phase]
+        if not rows.empty:
+            grid = rows.pivot_table(index="layer", columns="op_type", values="ms_per_step", aggfunc="sum", fill_value=0.0)
+            grids[phase] = layers_in_order(grid[grid.sum().sort_values(ascending=False).index])
+    return grids
+
+
+def layer_heatmaps(row: pd.Series, fetch_artifact, out: Path) -> list[Figure]:
+    """Time per layer and op type of a profiled native run, one heat map per phase."""
+    path = fetch_artifact(row["run_id"], INFERENCE_LAYERS_FILE)
+    if path is None:
+        return []
+    return [Figure(heatmap(grid, out / f"inference_layers_{phase}_{row['run_id'][:8]}.png",
+                           f"{phase}: time per layer and op type", "ms per step", 2),
+                   f"{phase.capitalize()}: ms per step of each layer (rows) by op type (columns), {row['label']}, "
+                   "mean over the ranks that ran the layer")
+            for phase, grid in layer_grids(path).items()]
+
+
+def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     """The Inference section, or an empty one when the set has no finished inference run."""
     done = inference_runs(runs.of("inference"))
     section = Section("Inference")
@@ -215,7 +241,8 @@ def inference_section(runs: RunSet, out: Path) -> Section:
         data = op_share_table(shares)
         section.add(Figure(path, f"Prefill vs decode: share of op time (%) by op type, {row['label']} (rank 0)"),
                     Table(data.map(fmt.percent).reset_index(), data.reset_index(), f"inference_ops_{row['run_id'][:8]}.csv",
-                          f"Share of op time (%) by op type, {row['label']}"))
+                          f"Share of op time (%) by op type, {row['label']}"),
+                    *layer_heatmaps(row, fetch_artifact, out))
     return section
 
 

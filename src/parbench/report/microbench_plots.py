@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from parbench.report.fmt import size as size_label  # noqa: E402
-from parbench.metrics.plots import _save  # noqa: E402
+from parbench.metrics.plots import _save, heatmap  # noqa: E402
 
 
 def _series(data: pd.DataFrame, run: str, single: str) -> str:
@@ -89,15 +89,4 @@ def membw(data: pd.DataFrame, path: Path) -> Path:
 
 
 def p2p_heatmap(matrix: pd.DataFrame, path: Path) -> Path:
-    values = matrix.to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(1.1 * len(matrix) + 2.5, 1.0 * len(matrix) + 1.5))
-    image = ax.imshow(values, cmap="viridis")
-    for (i, j), value in np.ndenumerate(values):
-        if not math.isnan(value):
-            ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9,
-                    color="black" if image.norm(value) > 0.6 else "white")
-    ax.set_xticks(range(len(matrix.columns)), matrix.columns)
-    ax.set_yticks(range(len(matrix.index)), matrix.index)
-    ax.set(xlabel="destination", ylabel="source", title="GPU-to-GPU copy bandwidth")
-    fig.colorbar(image, ax=ax, label="GB/s")
-    return _save(fig, path)
+    return heatmap(matrix, path, "GPU-to-GPU copy bandwidth", "GB/s", 0, "destination", "source")

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from parbench.metrics.plots import _layer_order, _save, runs_breakdown_plot  # noqa: E402
+from parbench.metrics.plots import _save, heatmap, layers_in_order, runs_breakdown_plot  # noqa: E402
 
 THOUSANDS = FuncFormatter(lambda v, _: f"{v:,.0f}")
 
@@ -86,22 +86,9 @@ def layer_times(runs: pd.DataFrame, fetch_artifact) -> pd.DataFrame:
         columns[run["label"]] = layers[layers["rank"] == 0].groupby("layer")["total_s"].sum() * 1e3 / steps
     if not columns:
         return pd.DataFrame()
-    grid = pd.DataFrame(columns).fillna(0.0)
-    return grid.loc[sorted(grid.index, key=_layer_order)]
+    return layers_in_order(pd.DataFrame(columns).fillna(0.0))
 
 
 def layer_heatmap(runs: pd.DataFrame, fetch_artifact, path: Path) -> Path | None:
     grid = layer_times(runs, fetch_artifact)
-    if grid.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(3 + 1.5 * len(grid.columns), 1.4 + 0.38 * len(grid)))
-    image = ax.imshow(grid.values, aspect="auto", cmap="viridis")
-    ax.set_xticks(range(len(grid.columns)), grid.columns, rotation=30, ha="right", fontsize=8)
-    ax.set_yticks(range(len(grid.index)), ["(outside layers)" if i == "-" else i for i in grid.index], fontsize=8)
-    top = grid.values.max()
-    for (row, col), value in np.ndenumerate(grid.values):
-        ax.text(col, row, f"{value:.1f}", ha="center", va="center", fontsize=7,
-                color="black" if value > top * 0.6 else "white")
-    fig.colorbar(image, ax=ax, label="ms per step")
-    ax.set_title("Time per layer (rank 0)", fontsize=10)
-    return _save(fig, path)
+    return None if grid.empty else heatmap(grid, path, "Time per layer (rank 0)", "ms per step")

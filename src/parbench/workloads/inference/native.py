@@ -9,35 +9,29 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.autograd.profiler import record_function
-from torch.profiler import ProfilerActivity, profile
 
 from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
 from parbench.metrics.energy import WindowMeter, window_metrics
-from parbench.metrics.op_types import module_scopes, op_time_by_category, shares_pct
-from parbench.metrics.profile import analyze_exported, gzip_trace, rank_summary, trace_path
-from parbench.metrics.timing import STEP_RANGE, device_synchronize
+from parbench.metrics.timing import device_synchronize
 from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
-from parbench.models.llama import Attention, FeedForward, fuse_projections
-from parbench.models.moe import MoE
+from parbench.models.llama import fuse_projections
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.workloads.inference.decode_step import decode_options
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
                                                    latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
+from parbench.workloads.inference.op_profile import profile_one_batch
 from parbench.workloads.reporting import StepReporter, progress
 from parbench.workloads.specs.inference import resolved_decode_mode
 
-PROFILED_DECODE_STEPS = 8  # decode steps traced for the op breakdown (each step is alike)
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
-OPS_CSV, OPS_PNG = "op_breakdown.csv", "op_breakdown.png"
 
 
 def synthetic_prompts(cfg: Config, batch_index: int, device: torch.device) -> torch.Tensor:
@@ -109,57 +103,6 @@ def generate_without_cache(decoder: PipelinedDecoder, prompts: torch.Tensor, out
     return sequence[:, prompts.shape[1]:].cpu()
 
 
-def op_categories(decoder: PipelinedDecoder) -> dict[torch.nn.Module, str]:
-    """The module -> op-type labels of the breakdown (nested labels: the innermost wins)."""
-    labels = {Attention: "attention", FeedForward: "mlp", MoE: "mlp", torch.nn.RMSNorm: "norm",
-              torch.nn.Embedding: "embedding"}
-    categories = {m: label for root in decoder.modules() for m in root.modules()
-                  for kind, label in labels.items() if isinstance(m, kind)}
-    if decoder.head is not None:
-        categories[decoder.head] = "lm_head"
-    return categories
-
-
-@torch.no_grad()
-def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, output_len: int,
-                   env: DistEnv) -> dict[str, profile]:
-    """One profiled batch: the prefill, then decode steps, each step a parbench.step range (what
-    trace analysis measures in). Decode runs op by op here: a graph replay has no module scopes
-    to attribute its kernels to."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if env.device.type == "cuda" else [])
-    profs: dict[str, profile] = {}
-    cache.reset()
-    with module_scopes(op_categories(decoder)), decoder.launching_op_by_op():
-        with profile(activities=activities) as profs["prefill"], record_function(STEP_RANGE):
-            tokens = decoder.step(prompts, cache, greedy).cpu()
-        with profile(activities=activities) as profs["decode"]:
-            for _ in range(min(output_len - 1, PROFILED_DECODE_STEPS)):
-                with record_function(STEP_RANGE):
-                    tokens = decoder.step(tokens.to(env.device)[:, None], cache, greedy).cpu()
-    return profs
-
-
-def phase_comm_metrics(profs: dict[str, profile], env: DistEnv, job_dir: Path) -> dict[str, float]:
-    """Every rank's trace of each phase analysed as training steps are (comm_pct, exposed_comm_pct,
-    overlap_pct, comm_pct_<collective>, ...), mean over ranks (`_max`: the max), as prefill_* and
-    decode_*; one rank alone has no communication to measure. Rank 0 keeps its traces (gzipped)."""
-    mine = {}
-    for phase, prof in profs.items():
-        raw = trace_path(job_dir, env.rank, phase)
-        raw.parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(raw))
-        if env.world_size == 1:
-            gzip_trace(raw)
-        else:
-            mine[phase] = analyze_exported(raw, keep=env.is_main).metrics()
-    if env.world_size == 1:
-        return {}
-    gathered: list = [None] * env.world_size
-    dist.all_gather_object(gathered, mine)
-    return {f"{phase}_{key}": value for phase in profs
-            for key, value in rank_summary([g[phase] for g in gathered]).items()}
-
-
 MODE_TEXT = {"eager": "launched op by op (the reference path)",
              "graph": "static-shape, fused projections, replayed as a CUDA graph",
              "compile": "static-shape, fused projections, torch.compile'd (replayed as a CUDA graph on CUDA; "
@@ -221,13 +164,11 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
             reference = generate_without_cache(decoder, synthetic_prompts(cfg, w.warmup, env.device), w.output_len)
         results["metrics"]["decode_mismatched_tokens"] = float((reference != first_tokens).sum())
     if w.profile and cfg.profile.enabled:
-        progress(env.rank, "profiling one batch (prefill and decode: op breakdown, communication share)")
-        profs = profile_phases(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len, env)
-        shares = {phase: shares_pct(op_time_by_category(prof, env.device.type == "cuda"))
-                  for phase, prof in profs.items()}
-        results["metrics"].update({**op_share_metrics(shares), **phase_comm_metrics(profs, env, job_dir)})
-        if env.is_main:
-            results["artifacts"] += write_op_breakdown(shares, job_dir)
+        progress(env.rank, "profiling one batch (prefill and decode: op and layer breakdown, communication share)")
+        metrics, artifacts = profile_one_batch(decoder, cache, synthetic_prompts(cfg, 0, env.device), w.output_len,
+                                               env, job_dir, greedy)
+        results["metrics"].update(metrics)
+        results["artifacts"] += artifacts
     progress(env.rank, "done")
     return results
 
@@ -251,20 +192,3 @@ def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: 
     window, window_tags = window_metrics([r for _, r in gathered], len(batches) * w.batch_size * w.output_len)
     return {"metrics": {**metrics, **mbu, **mfu, **window}, "tags": {**tags, **mfu_tags, **window_tags},
             "artifacts": []}
-
-
-def op_share_metrics(shares: dict[str, dict[str, float]]) -> dict[str, float]:
-    """prefill_op_pct_attention, decode_op_pct_all_reduce, ..."""
-    return {f"{phase}_op_pct_{category}": pct for phase, table in shares.items() for category, pct in table.items()}
-
-
-def write_op_breakdown(shares: dict[str, dict[str, float]], job_dir: Path) -> list[str]:
-    """The breakdown as a CSV table and a pie per phase; the file names, for the run's artifacts."""
-    from parbench.metrics.plots import plot_phase_pies
-
-    categories = sorted({c for table in shares.values() for c in table})
-    lines = ["category," + ",".join(shares)]
-    lines += [f"{c}," + ",".join(f"{shares[p].get(c, 0.0):.3f}" for p in shares) for c in categories]
-    (job_dir / OPS_CSV).write_text("\n".join(lines) + "\n")
-    plot_phase_pies(shares, job_dir / OPS_PNG)
-    return [OPS_CSV, OPS_PNG]

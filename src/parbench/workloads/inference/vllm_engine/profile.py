@@ -11,7 +11,7 @@ from pathlib import Path
 
 from parbench.metrics.phase_trace import PhaseAnalysis, TraceLabels, analyze_phases
 from parbench.metrics.trace_events import load_trace
-from parbench.workloads.inference.native import PROFILED_DECODE_STEPS, op_share_metrics, write_op_breakdown
+from parbench.workloads.inference.op_profile import PROFILED_DECODE_STEPS, op_share_metrics, write_op_breakdown
 
 PROFILE_DIR = "vllm_profile"  # the traces (one per worker), under the job dir
 OPS_TABLE, LAYERS_TABLE = "vllm_ops.csv", "vllm_layers.csv"
