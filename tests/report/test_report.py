@@ -90,9 +90,11 @@ def test_cli_latest_sweep_and_baseline(strong, store, monkeypatch, capsys):
     out = root / "cli"
     parent = parent_id(strong)
     assert report(uri, out, "--sweep", parent, "--baseline", parent) == 0
-    against = pd.read_csv(out / "baseline.csv")
+    against = pd.read_csv(out / "baseline_training.csv")
     assert set(against["verdict"]) <= {"within noise", "no interval logged"}  # a sweep against itself
-    assert (against[against["metric"] == "throughput_tokens_per_s"]["verdict"] == "within noise").all()
+    assert {"step_time_s", "throughput_tokens_per_s", "mfu", "comm_pct", "mem_peak_allocated_gb"} <= set(against["metric"])
+    timed = against[against["metric"].isin(["step_time_s", "throughput_tokens_per_s", "mfu"])]
+    assert (timed["verdict"] == "within noise").all() and (against["change_pct"].fillna(0) == 0).all()
     monkeypatch.setattr(sys, "argv", ["parbench", "report", "--uri", uri, "--experiment", "nope"])
     with pytest.raises(SystemExit) as exit_status:  # the console script hands `report` to the report CLI
         parbench_main()
@@ -130,6 +132,9 @@ def test_inference_and_microbenchmark_sections(store):
     assert {"attention", "mlp"} <= set(shares.index)
     heatmaps = sorted(p.name.split("_")[2] for p in (inference.root / "sweep" / "report").glob("inference_layers_*.png"))
     assert heatmaps == ["decode", "decode", "prefill", "prefill"] and "ms per step of each layer" in markdown  # dp, tp
+    assert report(uri, root / "against", "--sweep", parent_id(inference), "--baseline", parent_id(inference)) == 0
+    against = pd.read_csv(root / "against" / "baseline_inference.csv").set_index(["run", "metric"])["verdict"]
+    assert set(against.xs("ttft_s_p50", level="metric")) == {"within noise"}  # intervals over the 2 batches
     layers = pd.read_csv(inference.root / "sweep" / "0" / "inference_layers.csv")
     assert {"layers.0", "layers.1"} <= set(layers["layer"]) and (layers["ms_per_step"] >= 0).all()
     assert set(layers[layers["layer"] == "layers.1"]["op_type"]) >= {"attention", "mlp", "norm"}

@@ -304,9 +304,19 @@ def test_latency_metrics_follow_vllm_definitions():
     request = RequestTiming.from_token_times([0.5, 0.6, 0.8, 0.9])
     assert request.ttft == 0.5 and request.e2e == 0.9
     assert request.tpot == pytest.approx((0.9 - 0.5) / 3)
-    metrics = latency_metrics([BatchTiming([request, request], 1.0)], output_len=4)
+    metrics = latency_metrics([BatchTiming([request, request], 1.0)], output_len=4, confidence=0.95)
     assert metrics["itl_s_p50"] == pytest.approx(0.1) and metrics["itl_s_mean"] == pytest.approx(0.4 / 3)
     assert metrics["requests_per_s"] == pytest.approx(2.0) and metrics["output_tokens_per_s"] == pytest.approx(8.0)
+
+
+def test_latency_intervals_are_over_batches():
+    """Five batches with TTFTs 1..5: the median's 95 % order-statistic interval over 5 values can only
+    be [min, max] (coverage 1 - 2 / 32); a batch's requests count once, however many there are."""
+    batches = [BatchTiming([RequestTiming.from_token_times([t, t + 0.5])] * 8, t + 0.5) for t in (3.0, 1.0, 5.0, 2.0, 4.0)]
+    metrics = latency_metrics(batches, output_len=2, confidence=0.95)
+    assert (metrics["ttft_s_ci_low"], metrics["ttft_s"], metrics["ttft_s_ci_high"]) == (1.0, 3.0, 5.0)
+    assert metrics["ttft_s_ci_level"] == pytest.approx(1 - 2 / 32)
+    assert metrics["tpot_s_ci_low"] == metrics["tpot_s_ci_high"] == pytest.approx(0.5)
 
 
 def test_op_shares_attribute_ops_to_module_scopes_and_all_reduce(tmp_path):

@@ -15,13 +15,14 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import torch
 
 from parbench.config.schema import ModelConfig
 from parbench.metrics.flops import attention_flops_per_token
-from parbench.metrics.timing import percentile
+from parbench.metrics.timing import median_ci_order, percentile
 from parbench.models import ParamCounts
 
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
@@ -63,11 +64,13 @@ class BatchTiming:
     wall_s: float
 
 
-def latency_metrics(batches: list[BatchTiming], output_len: int) -> dict[str, float]:
-    """Distributions over requests (ITL over every token gap); throughput over the batches' time."""
+def latency_metrics(batches: list[BatchTiming], output_len: int, confidence: float) -> dict[str, float]:
+    """Distributions over requests (ITL over every token gap), the medians' confidence intervals
+    over batches; throughput over the batches' time."""
     requests = [r for b in batches for r in b.requests]
     total_time = sum(b.wall_s for b in batches)
     return {
+        **median_intervals(batches, confidence),
         **distribution([r.ttft for r in requests], "ttft_s"),
         **distribution([r.tpot for r in requests if r.tpot is not None], "tpot_s"),
         **distribution([gap for r in requests for gap in r.itls], "itl_s"),
@@ -76,6 +79,19 @@ def latency_metrics(batches: list[BatchTiming], output_len: int) -> dict[str, fl
         "output_tokens_per_s": len(requests) * output_len / total_time,
         "requests_measured": float(len(requests)),
     }
+
+
+def median_intervals(batches: list[BatchTiming], confidence: float) -> dict[str, float]:
+    """`<latency>_ci_low/_ci_high/_ci_level` for TTFT, TPOT and E2E: the interval of the median over
+    the batches' medians (a batch's requests run together, so batches are the independent samples)."""
+    metrics: dict[str, float] = {}
+    for name, latency in (("ttft_s", lambda r: r.ttft), ("tpot_s", lambda r: r.tpot), ("e2e_s", lambda r: r.e2e)):
+        per_batch = [statistics.median(values) for b in batches
+                     if (values := [v for r in b.requests if (v := latency(r)) is not None])]
+        if per_batch:
+            low, high, level = median_ci_order(per_batch, confidence)
+            metrics.update({f"{name}_ci_low": low, f"{name}_ci_high": high, f"{name}_ci_level": level})
+    return metrics
 
 
 def kv_bytes_per_position(model: ModelConfig, batch_size: int, dtype: torch.dtype) -> int:

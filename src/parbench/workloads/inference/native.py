@@ -182,7 +182,7 @@ def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: 
     per_rank = {"mem_weights_gb": decoder.weight_bytes() / GB, "mem_kv_cache_gb": cache.nbytes() / GB,
                 **peak_memory_gb(env.device), "model_build_s": build_s}
     dist.all_gather_object(gathered, (per_rank, meter.reading()))
-    metrics = {**latency_metrics(batches, w.output_len), **{k: max(m[k] for m, _ in gathered) for k in per_rank}}
+    metrics = {**latency_metrics(batches, w.output_len, cfg.stats.confidence), **{k: max(m[k] for m, _ in gathered) for k in per_rank}}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,

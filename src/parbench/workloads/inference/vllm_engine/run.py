@@ -192,7 +192,8 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     meter = WindowMeter.for_device(env.device)
     batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter, meter)
     (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens))
-    metrics = {**latency_metrics(batches, w.output_len), **peak_memory_gb(env.device), "model_build_s": build_s}
+    metrics = {**latency_metrics(batches, w.output_len, cfg.stats.confidence), **peak_memory_gb(env.device),
+               "model_build_s": build_s}
     model_figures, tags = model_metrics(cfg, llm, metrics)
     window, window_tags = window_figures(cfg, env, meter, batches)
     tags.update(window_tags, vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
