@@ -40,6 +40,8 @@ def main(job_dir: Path) -> None:
         dist.destroy_process_group()
     if failure:
         raise VerificationError(failure)
+    if joins:
+        exit_now()
 
 
 def dump_stack_on_signal(job_dir: Path, rank: int) -> None:
@@ -51,9 +53,10 @@ def dump_stack_on_signal(job_dir: Path, rank: int) -> None:
 
 
 def exit_now() -> None:
-    """Leave without the interpreter's finalisation: tensors that gloo's worker threads still
-    reference would be freed there without the GIL, and the rank aborts ("terminate called without
-    an active exception") after its results were written, about one run in ten under load."""
+    """Leave a rank that ran collectives without the interpreter's finalisation: tensors that
+    gloo's worker threads still reference would be freed there without the GIL, and the rank
+    aborts ("terminate called without an active exception") after its results were written, about
+    one run in ten under load. Engines with their own processes (vLLM) exit normally."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -61,4 +64,3 @@ def exit_now() -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
-    exit_now()
