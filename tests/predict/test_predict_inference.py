@@ -87,3 +87,10 @@ def test_an_inference_run_logs_its_predicted_latencies_and_their_errors(cli):
         measured, predicted = run[f"metrics.{name}_s_p50"], run[f"metrics.predicted_{name}_s"]
         assert predicted > 0 and run[f"metrics.predicted_{name}_error_pct"] == pytest.approx(
             100 * (predicted - measured) / measured)
+
+
+def test_plan_still_ranks_training_layouts_only(capsys):
+    from parbench.planner import main
+
+    assert main(["workload=inference", "hardware=cpu"]) == 2
+    assert "parbench plan ranks training layouts" in capsys.readouterr().err
