@@ -8,7 +8,7 @@ captures the graph / compiles the step) with the engine's own generate(): prefil
 `--input-len` tokens, then greedy decode of `--output-len` tokens, each step's tokens copied to
 the host. Prints TPOT, output tok/s, MBU (engine definition: weights + KV cache at the mean
 context per step, over the hardware's peak bandwidth) and decode MFU per variant and batch;
-then prefill TTFT and MFU (causal FLOPs convention, latency.prefill_flops) at `--prefill-len`;
+then prefill TTFT and MFU (causal FLOPs convention, metrics.inference_cost.prefill_flops) at `--prefill-len`;
 and the device's measured copy/read bandwidth. `--profile` adds the top GPU kernels of a few
 decode steps per variant (where the step's time goes). `--json PATH` writes every figure.
 
@@ -44,7 +44,8 @@ from parbench.config.dims import MESH_DIMS, ParallelDims
 from parbench.distenv import DistEnv
 from parbench.paths import CONF_DIR
 from parbench.workloads.inference.decode_step import DecodeOptions
-from parbench.workloads.inference.latency import decode_bytes_per_step, mbu_metrics, prefill_flops
+from parbench.metrics.inference_cost import decode_bytes_per_step, decode_flops, mean_decode_context, prefill_flops
+from parbench.workloads.inference.latency import mbu_metrics
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 from parbench.workloads.inference.native import generate, greedy, synthetic_prompts
 
@@ -128,11 +129,9 @@ def decode_point(decoder: PipelinedDecoder, cfg: SimpleNamespace, batch: int, op
         timings.append(timing)
     measured = timings[1:]
     tpot = statistics.median(t.requests[0].tpot for t in measured)
-    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, cfg.counts, w, cfg.torch_dtype)
+    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, cfg.counts, w, cfg.torch_dtype.itemsize)
     mbu, _ = mbu_metrics(weight_bytes, kv_bytes, tpot, 1, cfg.hw.hbm_bandwidth_gbps)
-    # Decode FLOPs per step: 2 per weight per token, and QK^T + AV over the mean context.
-    context = cfg.input_len + cfg.output_len / 2
-    step_flops = batch * (2 * cfg.counts.matmul_active + 4 * cfg.model.layers * cfg.d_attn * context)
+    step_flops = decode_flops(cfg.model, cfg.counts, batch, mean_decode_context(cfg.input_len, cfg.output_len))
     point = {"batch": batch, "tpot_ms": tpot * 1e3, "tok_s": batch / tpot, "mbu": mbu["mbu"],
              "bandwidth_gbps": mbu["decode_bandwidth_gbps"], "gb_per_step": (weight_bytes + kv_bytes) / 1e9,
              "decode_mfu": step_flops / tpot / (cfg.peak_tflops * 1e12),
@@ -207,9 +206,9 @@ def compute_bound_batch(cfg: SimpleNamespace) -> str:
     """Where batched decode turns compute-bound: the batch whose step FLOPs take longer at the peak
     than its bytes at the peak bandwidth. Each sequence adds its KV cache's bytes as well as FLOPs."""
     weight_bytes, kv_seq = decode_bytes_per_step(cfg.model, cfg.counts, SimpleNamespace(
-        input_len=cfg.input_len, output_len=cfg.output_len, batch_size=1), cfg.torch_dtype)
-    context = cfg.input_len + cfg.output_len / 2
-    flops_seq = 2 * cfg.counts.matmul_active + 4 * cfg.model.layers * cfg.d_attn * context
+        input_len=cfg.input_len, output_len=cfg.output_len, batch_size=1), cfg.torch_dtype.itemsize)
+    context = mean_decode_context(cfg.input_len, cfg.output_len)
+    flops_seq = decode_flops(cfg.model, cfg.counts, 1, context)
     peak, bandwidth = cfg.peak_tflops * 1e12, cfg.hw.hbm_bandwidth_gbps * 1e9
     weights_only = weight_bytes / bandwidth / (2 * cfg.counts.matmul_active / peak)
     margin = flops_seq / peak - kv_seq / bandwidth  # seconds of compute over memory each sequence adds
@@ -244,8 +243,7 @@ def setup(args: argparse.Namespace) -> tuple[PipelinedDecoder, SimpleNamespace]:
     cfg = SimpleNamespace(model=model_cfg, hw=hw, device=env.device, torch_dtype=dtype, input_len=args.input_len,
                           output_len=args.output_len, repeats=args.repeats, prefill_len=args.prefill_len,
                           prefill_batches=args.prefill_batches, peak_tflops=hw.peak_tflops[args.dtype],
-                          counts=count_params(build_model(model_cfg, "meta"), model_cfg),
-                          d_attn=model_cfg.heads * (model_cfg.head_dim or model_cfg.hidden // model_cfg.heads))
+                          counts=count_params(build_model(model_cfg, "meta"), model_cfg))
     return decoder, cfg
 
 

@@ -20,16 +20,17 @@ from parbench.config.dims import ParallelDims
 from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.config.schema import Config
 from parbench.config.validate import validate_config
-from parbench.fmt import format_metric
+from parbench.fmt import format_metric, format_number
 from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.diagnose import memory_facts
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.specs import STRATEGIES
-from parbench.predict import predict, predictable, prediction_errors
+from parbench.predict import is_training, predict, predictable, prediction_errors
 from parbench.predict.calibration import calibration_for
 from parbench.predict.fit import fit_message
+from parbench.predict.inference import predict_inference
 from parbench.predict.params import param_counts
 from parbench.tracking.labels import point_label, run_label
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
@@ -87,8 +88,9 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
 
 
 def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
-    """The performance model's step and memory for a training config, and its fit check
-    (each suggestion tried through the checks and the model before it is named)."""
+    """The performance model's figures: a training config's step and memory and its fit check
+    (each suggestion tried through the checks and the model before it is named); an inference
+    config's TTFT and TPOT."""
     if not predictable(cfg):
         return {}
     try:
@@ -97,19 +99,34 @@ def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
         if cfg.calibration:  # the profile asked for is missing or unreadable
             raise
         return {"prediction_unavailable": str(e)}
+    if not is_training(cfg):
+        return {"prediction": predict_inference(cfg, dims, cal).as_dict()}
     p = predict(cfg, dims, cal)
     fit = fit_message(cfg, p, lambda c: validate(c, None), cal)
     return {"memory_estimate_per_device_gb": p.memory.as_dict(), "prediction": p.as_dict(), "fit": fit}
 
 
-def print_plan(plan: dict) -> None:
-    """dry_run: the fit check and the predicted step in words, then the whole plan as JSON."""
+def prediction_lines(plan: dict) -> list[str]:
+    """The prediction in words: step (and the fit check) for training, TTFT and TPOT for inference."""
     p = plan.get("prediction")
-    if p:
-        step = format_metric("step_time_s", p["predicted_step_time_s"])
-        print(f"[parbench] predicted ({p['calibration']}): step {step}, "
-              f"{format_metric('tokens_per_s', p['predicted_tokens_per_s'])}, bottleneck: {p['bottleneck']}\n"
-              f"[parbench] {plan['fit']}", flush=True)
+    if not p:
+        return []
+    if "predicted_ttft_s" in p:
+        figures = (f"TTFT {format_metric('ttft_s', p['predicted_ttft_s'])}, "
+                   f"TPOT {format_metric('tpot_s', p['predicted_tpot_s'])}, "
+                   f"E2E {format_metric('e2e_s', p['predicted_e2e_s'])}, "
+                   f"{format_number(p['predicted_output_tokens_per_s'])} output tok/s")
+    else:
+        figures = (f"step {format_metric('step_time_s', p['predicted_step_time_s'])}, "
+                   f"{format_metric('tokens_per_s', p['predicted_tokens_per_s'])}")
+    lines = [f"[parbench] predicted ({p['calibration']}): {figures}, bottleneck: {p['bottleneck']}"]
+    return lines + ([f"[parbench] {plan['fit']}"] if "fit" in plan else [])
+
+
+def print_plan(plan: dict) -> None:
+    """dry_run: the prediction in words, then the whole plan as JSON."""
+    for line in prediction_lines(plan):
+        print(line, flush=True)
     print(json.dumps(plan, indent=2))
 
 

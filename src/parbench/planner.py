@@ -20,7 +20,7 @@ from parbench.config.store import register_schema
 from parbench.fmt import format_metric, format_number
 from parbench.orchestrator import validate
 from parbench.paths import CONF_DIR
-from parbench.predict import predict, predictable
+from parbench.predict import is_training, predict
 from parbench.predict.calibration import Calibration, calibration_for
 from parbench.predict.search import Option, global_batch, options
 from parbench.predict.step import Prediction
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     try:
         cfg = compose_config(args.overrides)
-        if not predictable(cfg):
+        if not is_training(cfg):
             raise ConfigError(f"workload={cfg.workload.name}: parbench plan ranks training layouts (workload=train)")
         cal = calibration_for(cfg.hardware, cfg.workload.dtype, cfg.calibration)
     except ConfigError as e:

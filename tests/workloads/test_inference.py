@@ -29,8 +29,8 @@ from parbench.models.llama import fuse_projections, init_module
 from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
 from parbench.report.inference import decode_modes, scaling_table
 from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
-from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
-                                                   latency_metrics, mbu_metrics, prefill_flops)
+from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
+from parbench.workloads.inference.latency import BatchTiming, RequestTiming, latency_metrics, mbu_metrics
 
 TINY = ModelConfig(name="t", layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=128, max_seq_len=64)
 
@@ -242,8 +242,7 @@ def test_mbu_and_prefill_flops_equal_hand_computations(model_config):
     assert mbu_metrics(13.0e9, 0.5e9, 6e-3, 2, 3350)[0]["mbu"] == pytest.approx(2250 / 6700)  # two devices
     cfg = model_config("llama2_7b")
     counts = count_params(build_model(cfg, "meta"), cfg)
-    weights, kv = decode_bytes_per_step(cfg, counts, SimpleNamespace(input_len=1024, output_len=64, batch_size=8),
-                                        torch.bfloat16)
+    weights, kv = decode_bytes_per_step(cfg, counts, SimpleNamespace(input_len=1024, output_len=64, batch_size=8), 2)
     block = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096  # q k v o, w1 w2 w3, two norms
     head = 32000 * 4096
     assert weights == 2 * (32 * block + 4096 + head)  # every weight but the input embedding, 2 bytes

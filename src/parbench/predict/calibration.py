@@ -61,6 +61,10 @@ class Calibration:
     def is_spec(self) -> bool:
         return self.source == "spec"
 
+    def label(self, hardware: str) -> str:
+        """Where the figures come from, as a prediction names them."""
+        return f"spec figures of hardware={hardware}" if self.is_spec else self.source
+
     def matmul_rate(self, gemm_flops: float) -> float:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)

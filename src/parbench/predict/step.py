@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from parbench.config.schema import ModelConfig
 from parbench.metrics.flops import recompute_factor, train_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import exposed_seconds, step_comms
@@ -54,13 +55,18 @@ class Prediction:
                 "memory_gb": self.memory.as_dict(), "calibration": self.calibration}
 
 
+def typical_gemm_flops(m: ModelConfig, tokens: float, tp: int) -> float:
+    """The GEMM whose size sets the matmul rate: `tokens` through the MLP's first matrix on one tp rank."""
+    return 2 * tokens * m.hidden * m.ffn / tp
+
+
 def matmul_seconds(layout: Layout, cal: Calibration) -> float:
     """The step's FLOPs (causal attention, recomputation included) shared evenly by the devices,
     at the rate of the layout's typical GEMM (a micro-batch through the MLP's first matrix)."""
     m = layout.cfg.model
     per_token = train_flops_per_token(m, param_counts(m), layout.seq_len, causal=True)
     flops = per_token * layout.tokens_per_step * recompute_factor(layout.activation_checkpointing)
-    gemm = 2 * layout.microbatch_tokens * m.hidden * m.ffn / layout.dims.tp
+    gemm = typical_gemm_flops(m, layout.microbatch_tokens, layout.dims.tp)
     return flops / layout.dims.world_size / cal.matmul_rate(gemm)
 
 
@@ -94,6 +100,5 @@ def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     bubble = compute * layout.bubble / (1 - layout.bubble)
     comm = hidden_within(exposed_seconds(step_comms(layout), cal), compute)
     step = compute + bubble + sum(exposed for _, exposed in comm.values())
-    source = cal.source if not cal.is_spec else f"spec figures of hardware={layout.cfg.hardware.name}"
     return Prediction(step, layout.tokens_per_step / step, matmul, memory_bound, bubble, comm,
-                      estimate_memory(layout, cal.memory_overhead_gb), source)
+                      estimate_memory(layout, cal.memory_overhead_gb), cal.label(layout.cfg.hardware.name))

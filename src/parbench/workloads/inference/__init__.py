@@ -7,21 +7,21 @@ from __future__ import annotations
 from parbench.config import ConfigError
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config
-from parbench.dtypes import torch_dtype
+from parbench.dtypes import ITEMSIZE
 from parbench.metrics.memory import GB
 from parbench.models.build import build_model, count_params
-from parbench.workloads.inference.latency import decode_bytes_per_step, kv_bytes_per_position
+from parbench.metrics.inference_cost import decode_bytes_per_step, kv_bytes_per_position
 from parbench.workloads.specs.vllm_engine import kv_cache_gb_per_worker, parbench_shape
 
 
 def memory_per_device_gb(cfg: Config) -> dict[str, float]:
     """Weights and the full KV cache (input_len + output_len positions) per device; tp and pp
     split both evenly."""
-    w, dtype = cfg.workload, torch_dtype(cfg.workload.dtype)
+    w, itemsize = cfg.workload, ITEMSIZE[cfg.workload.dtype]
     devices = cfg.parallel.tp * cfg.parallel.pp
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
-    kv_cache = kv_bytes_per_position(cfg.model, w.batch_size, dtype) * (w.input_len + w.output_len)
-    return {"weights_per_device_gb": counts.total * dtype.itemsize / devices / GB,
+    kv_cache = kv_bytes_per_position(cfg.model, w.batch_size, itemsize) * (w.input_len + w.output_len)
+    return {"weights_per_device_gb": counts.total * itemsize / devices / GB,
             "kv_cache_per_device_gb": kv_cache / devices / GB}
 
 
@@ -46,7 +46,7 @@ def check_fits(cfg: Config, memory: dict[str, float]) -> None:
 def plan(cfg: Config, dims: ParallelDims) -> dict:
     w = cfg.workload
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
-    weights, kv_read = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
+    weights, kv_read = decode_bytes_per_step(cfg.model, counts, w, ITEMSIZE[w.dtype])
     memory = memory_per_device_gb(cfg)
     check_fits(cfg, memory)
     return {"engine": w.engine, "model_devices": cfg.parallel.tp * cfg.parallel.pp,

@@ -11,6 +11,7 @@
           over the prompts with the causal convention (the masked half of the scores not counted):
           batch x (2 (N - head) T + 2 head + 2 L d_attn T^2), T = input_len; the head runs on
           the last position only (as in vLLM). TTFT includes the first sampling.
+The byte and FLOP counts are parbench.metrics.inference_cost's.
 """
 
 from __future__ import annotations
@@ -18,12 +19,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-import torch
-
-from parbench.config.schema import ModelConfig
-from parbench.metrics.flops import attention_flops_per_token
 from parbench.metrics.timing import median_ci_order, percentile
-from parbench.models import ParamCounts
 
 LATENCIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 
@@ -94,22 +90,6 @@ def median_intervals(batches: list[BatchTiming], confidence: float) -> dict[str,
     return metrics
 
 
-def kv_bytes_per_position(model: ModelConfig, batch_size: int, dtype: torch.dtype) -> int:
-    """K and V of one position for every sequence of the batch, over all layers and devices."""
-    head_dim = model.head_dim or model.hidden // model.heads
-    return 2 * model.layers * model.kv_heads * head_dim * dtype.itemsize * batch_size
-
-
-def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, dtype: torch.dtype) -> tuple[float, float]:
-    """Bytes one decode step must read from memory, over all devices: every weight that multiplies
-    activations (the input embedding only reads a row per token, so it is left out) and the KV
-    cache of the whole batch at the mean context length of the decode steps."""
-    weight_bytes = counts.matmul_active * dtype.itemsize
-    # Decode step i (1..output_len-1) attends over input_len + i positions.
-    mean_context = w.input_len + w.output_len / 2
-    return float(weight_bytes), float(kv_bytes_per_position(model, w.batch_size, dtype) * mean_context)
-
-
 def mbu_metrics(weight_bytes: float, kv_bytes: float, tpot_s: float | None, devices: int,
                 hbm_bandwidth_gbps: float | None) -> tuple[dict[str, float], dict[str, str]]:
     """Achieved decode bandwidth and MBU; MBU is n/a (a tag, no metric) without a peak bandwidth."""
@@ -120,14 +100,6 @@ def mbu_metrics(weight_bytes: float, kv_bytes: float, tpot_s: float | None, devi
     if not hbm_bandwidth_gbps:
         return metrics, {"mbu": "n/a (hardware.hbm_bandwidth_gbps is not set for this hardware)"}
     return {**metrics, "mbu": achieved / (hbm_bandwidth_gbps * devices)}, {}
-
-
-def prefill_flops(model: ModelConfig, counts: ParamCounts, batch_size: int, input_len: int) -> float:
-    """Forward FLOPs of prefilling `batch_size` prompts of `input_len` tokens (causal convention)."""
-    head = model.vocab * model.hidden
-    # attention_flops_per_token counts forward and backward (3 forwards' worth).
-    attention = attention_flops_per_token(model, input_len, causal=True) / 3 * input_len
-    return batch_size * (2 * (counts.matmul_active - head) * input_len + 2 * head + attention)
 
 
 def prefill_mfu_metrics(flops: float, ttft_s: float | None, devices: int,

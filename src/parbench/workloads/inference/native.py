@@ -22,10 +22,11 @@ from parbench.models.build import build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import fuse_projections
 from parbench.distenv import DistEnv
-from parbench.dtypes import torch_dtype
+from parbench.dtypes import ITEMSIZE, torch_dtype
 from parbench.workloads.inference.decode_step import decode_options
-from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
-                                                   latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
+from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
+from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, latency_metrics, mbu_metrics,
+                                                   prefill_mfu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 from parbench.workloads.inference.op_profile import profile_one_batch
 from parbench.workloads.reporting import StepReporter, progress
@@ -184,7 +185,7 @@ def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: 
     dist.all_gather_object(gathered, (per_rank, meter.reading()))
     metrics = {**latency_metrics(batches, w.output_len, cfg.stats.confidence), **{k: max(m[k] for m, _ in gathered) for k in per_rank}}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
-    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
+    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, ITEMSIZE[w.dtype])
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
                             cfg.hardware.hbm_bandwidth_gbps)
     flops = prefill_flops(cfg.model, counts, w.batch_size, w.input_len)

@@ -18,13 +18,14 @@ import torch
 
 from parbench.config.schema import Config
 from parbench.distenv import DistEnv
-from parbench.dtypes import torch_dtype
+from parbench.dtypes import ITEMSIZE, torch_dtype
 from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.memory import GB, peak_memory_gb
 from parbench.models.build import build_model, count_params
 from parbench.workloads.inference import memory_per_device_gb
-from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, decode_bytes_per_step,
-                                                   latency_metrics, mbu_metrics, prefill_flops, prefill_mfu_metrics)
+from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
+from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, latency_metrics, mbu_metrics,
+                                                   prefill_mfu_metrics)
 from parbench.workloads.inference.native import TOKENS_FILE, synthetic_prompts
 from parbench.workloads.inference.vllm_engine.hf_export import export_hf_llama
 from parbench.workloads.inference.vllm_engine.profile import analyze_profile, profiled_tokens, profiler_config
@@ -170,7 +171,7 @@ def model_metrics(cfg: Config, llm, latency: dict[str, float]) -> tuple[dict[str
     metrics = {"mem_weights_gb": memory_per_device_gb(cfg)["weights_per_device_gb"],
                "mem_kv_cache_gb": kv_cache_bytes / GB}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
-    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, torch_dtype(w.dtype))
+    weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, ITEMSIZE[w.dtype])
     devices = p.tp * p.pp
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, latency.get("tpot_s"), devices, cfg.hardware.hbm_bandwidth_gbps)
     flops = prefill_flops(cfg.model, counts, w.batch_size, w.input_len)

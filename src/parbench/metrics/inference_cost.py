@@ -1,0 +1,45 @@
+"""What one request batch computes and reads, from the model's shapes alone (no torch): the FLOPs
+of a prefill and of a decode step, and the bytes a decode step reads. The measured runs use them
+for MFU and MBU (workloads/inference/latency.py), the performance model for TTFT and TPOT
+(predict/inference.py)."""
+
+from __future__ import annotations
+
+from parbench.config.schema import ModelConfig
+from parbench.metrics.flops import attention_flops_per_token
+from parbench.models import ParamCounts
+
+
+def kv_bytes_per_position(model: ModelConfig, batch_size: int, itemsize: int) -> int:
+    """K and V of one position for every sequence of the batch, over all layers and devices."""
+    head_dim = model.head_dim or model.hidden // model.heads
+    return 2 * model.layers * model.kv_heads * head_dim * itemsize * batch_size
+
+
+def mean_decode_context(input_len: int, output_len: int) -> float:
+    """Positions a decode step attends over, on average: step i (1..output_len-1) sees input_len + i."""
+    return input_len + output_len / 2
+
+
+def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, itemsize: int) -> tuple[float, float]:
+    """Bytes one decode step must read from memory, over all devices: every weight that multiplies
+    activations (the input embedding only reads a row per token, so it is left out) and the KV
+    cache of the whole batch at the mean context length of the decode steps."""
+    weight_bytes = counts.matmul_active * itemsize
+    context = mean_decode_context(w.input_len, w.output_len)
+    return float(weight_bytes), float(kv_bytes_per_position(model, w.batch_size, itemsize) * context)
+
+
+def prefill_flops(model: ModelConfig, counts: ParamCounts, batch_size: int, input_len: int) -> float:
+    """Forward FLOPs of prefilling `batch_size` prompts of `input_len` tokens (causal convention)."""
+    head = model.vocab * model.hidden
+    # attention_flops_per_token counts forward and backward (3 forwards' worth).
+    attention = attention_flops_per_token(model, input_len, causal=True) / 3 * input_len
+    return batch_size * (2 * (counts.matmul_active - head) * input_len + 2 * head + attention)
+
+
+def decode_flops(model: ModelConfig, counts: ParamCounts, batch_size: int, context: float) -> float:
+    """Forward FLOPs of one decode step: one token per sequence through every matmul, its query
+    against all `context` cached positions (nothing masked)."""
+    attention = attention_flops_per_token(model, context, causal=False) / 3
+    return batch_size * (2 * counts.matmul_active + attention)

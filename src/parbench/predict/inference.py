@@ -1,0 +1,143 @@
+"""Latency of one request batch of the native inference engine under tp x pp, from the parts the
+training step is made of: matmul FLOPs at the calibrated rate of their GEMM size, bytes over the
+calibrated memory bandwidth, and tp's and pp's collectives through the latency-bandwidth fits.
+
+A batch's forward passes the pipeline's stages one after the other, so its time is the sum over
+the stages of one tp rank's work, i.e. the whole model's work over tp:
+
+    TTFT = prefill FLOPs / tp / rate + weights / tp / bandwidth + tp all-reduces + pp sends
+    TPOT = max(decode FLOPs / tp / rate, (weights + KV cache) / tp / bandwidth) + tp all-reduces + pp sends
+    E2E  = TTFT + (output_len - 1) x TPOT
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parbench.config.dims import ParallelDims
+from parbench.config.schema import Config
+from parbench.metrics.inference_cost import decode_bytes_per_step, decode_flops, mean_decode_context, prefill_flops
+from parbench.models import ParamCounts
+from parbench.predict.calibration import Calibration
+from parbench.predict.comm import Comm, exposed_seconds
+from parbench.predict.layout import Layout
+from parbench.predict.params import param_counts
+from parbench.predict.step import typical_gemm_flops
+
+TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One forward of the batch through every stage, by part."""
+
+    compute_s: float  # matmul FLOPs at the calibrated rate
+    memory_s: float  # bytes read over the calibrated bandwidth
+    comm_s: dict[str, float]  # strategy -> seconds (nothing hides it: each waits for the last)
+    roofline: bool  # compute and memory traffic overlap and the larger counts; else they add
+
+    @property
+    def seconds(self) -> float:
+        work = max(self.compute_s, self.memory_s) if self.roofline else self.compute_s + self.memory_s
+        return work + sum(self.comm_s.values())
+
+    @property
+    def bottleneck(self) -> str:
+        parts = {"matmul compute": self.compute_s, "memory bandwidth": self.memory_s,
+                 **{f"{name} communication": t for name, t in self.comm_s.items()}}
+        return max(parts, key=parts.get)
+
+    def as_dict(self) -> dict:
+        return {"seconds": self.seconds, "compute_s": self.compute_s, "memory_s": self.memory_s,
+                "comm_s": dict(self.comm_s), "bottleneck": self.bottleneck}
+
+
+@dataclass(frozen=True)
+class InferencePrediction:
+    prefill: Forward
+    decode: Forward  # one decode step
+    batch_size: int
+    output_len: int
+    calibration: str
+
+    @property
+    def ttft_s(self) -> float:
+        return self.prefill.seconds
+
+    @property
+    def tpot_s(self) -> float:
+        return self.decode.seconds
+
+    @property
+    def e2e_s(self) -> float:
+        return self.ttft_s + (self.output_len - 1) * self.tpot_s
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.batch_size * self.output_len / self.e2e_s
+
+    @property
+    def bottleneck(self) -> str:
+        return f"prefill {self.prefill.bottleneck}, decode {self.decode.bottleneck}"
+
+    def as_dict(self) -> dict:
+        return {"predicted_ttft_s": self.ttft_s, "predicted_tpot_s": self.tpot_s, "predicted_e2e_s": self.e2e_s,
+                "predicted_output_tokens_per_s": self.output_tokens_per_s, "bottleneck": self.bottleneck,
+                "prefill": self.prefill.as_dict(), "decode": self.decode.as_dict(), "calibration": self.calibration}
+
+
+def forward_comms(layout: Layout, tokens: float) -> list[Comm]:
+    """One forward of `tokens` positions (over the batch), as workloads/inference/model_parallel.py
+    runs it: tp all-reduces the hidden states after the vocab-split embedding and after every
+    attention and MLP, and all-gathers the logits of the last positions; pp sends the hidden states
+    across every stage boundary and broadcasts the sampled tokens from the last stage."""
+    m, d, batch = layout.cfg.model, layout.dims, layout.cfg.workload.batch_size
+    hidden = tokens * m.hidden * layout.dtype_bytes
+    tp_across, pp_across = layout.crosses_nodes("tp"), layout.crosses_nodes("pp")
+    return [Comm("tp", "all_reduce", hidden, 2 * m.layers + 1, d.tp, tp_across),
+            Comm("tp", "all_gather", batch * m.vocab * layout.dtype_bytes, 1, d.tp, tp_across),
+            Comm("pp", "send_recv", hidden, d.pp - 1, 2, pp_across),
+            Comm("pp", "broadcast", batch * TOKEN_ID_BYTES, 1, d.pp, pp_across)]
+
+
+def comm_seconds(layout: Layout, tokens: float, cal: Calibration) -> dict[str, float]:
+    return {name: t for name, (t, _) in exposed_seconds(forward_comms(layout, tokens), cal).items() if t}
+
+
+def compute_seconds(layout: Layout, flops: float, tokens: float, cal: Calibration) -> float:
+    """One tp rank's share of the FLOPs at the rate of a GEMM over `tokens` positions."""
+    tp = layout.dims.tp
+    return flops / tp / cal.matmul_rate(typical_gemm_flops(layout.cfg.model, tokens, tp))
+
+
+def read_seconds(layout: Layout, nbytes: float, cal: Calibration) -> float:
+    """One tp rank's share of the bytes over the memory bandwidth."""
+    return nbytes / layout.dims.tp / (cal.membw_gbps * 1e9)
+
+
+def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
+    """The prompts' forward: their FLOPs, plus one read of the weights, plus its collectives."""
+    w = layout.cfg.workload
+    tokens = w.batch_size * w.input_len
+    flops = prefill_flops(layout.cfg.model, counts, w.batch_size, w.input_len)
+    weights, _ = decode_bytes_per_step(layout.cfg.model, counts, w, layout.dtype_bytes)
+    return Forward(compute_seconds(layout, flops, tokens, cal), read_seconds(layout, weights, cal),
+                   comm_seconds(layout, tokens, cal), roofline=False)
+
+
+def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
+    """One token per sequence: the weights and the KV cache at the mean context read once (or its
+    FLOPs, when the batch is large enough to make the step compute-bound), plus its collectives."""
+    w, m = layout.cfg.workload, layout.cfg.model
+    flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
+    weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
+    return Forward(compute_seconds(layout, flops, w.batch_size, cal), read_seconds(layout, weights + kv_cache, cal),
+                   comm_seconds(layout, w.batch_size, cal), roofline=True)
+
+
+def predict_inference(cfg: Config, dims: ParallelDims, cal: Calibration) -> InferencePrediction:
+    """TTFT, TPOT and E2E of one batch of the native engine on tp x pp ranks."""
+    layout, counts = Layout.of(cfg, dims), param_counts(cfg.model)
+    w = cfg.workload
+    return InferencePrediction(prefill(layout, counts, cal), decode_step(layout, counts, cal), w.batch_size,
+                               w.output_len, cal.label(cfg.hardware.name))

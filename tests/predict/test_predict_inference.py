@@ -1,0 +1,96 @@
+"""The inference prediction (parbench.predict.inference): TTFT and TPOT by hand for the tiny model
+on CPU, what tp changes, the switch to compute-bound decode, and a real run that logs the
+predicted figures beside the measured ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from parbench.metrics.inference_cost import prefill_flops
+from parbench.orchestrator import validate
+from parbench.predict import prediction_errors
+from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.inference import predict_inference
+from parbench.predict.params import param_counts
+from conftest import compose
+
+FP32 = 4
+# Rates without a GEMM-size penalty, so each part is a plain quotient.
+CAL = Calibration(source="test", matmul_tflops=1.0, matmul_half_gflop=0.0, membw_gbps=10.0,
+                  intra_node=LinkFit(1e-4, 1.0), inter_node=LinkFit(1e-3, 0.1))
+
+
+def prediction(*overrides: str, cal: Calibration = CAL):
+    cfg = compose("hardware=cpu", "workload=inference", "workload.input_len=32", "workload.output_len=8",
+                  "workload.batch_size=2", *overrides)
+    return cfg, predict_inference(cfg, validate(cfg, None), cal)
+
+
+def decode_bytes(cfg) -> float:
+    """Every weight that multiplies activations and the KV cache at the mean context (32 + 8/2)."""
+    m, w = cfg.model, cfg.workload
+    kv = 2 * m.layers * m.kv_heads * (m.hidden // m.heads) * FP32 * w.batch_size * 36
+    return param_counts(m).matmul_active * FP32 + kv
+
+
+def test_tpot_is_the_bytes_read_over_the_bandwidth_and_ttft_the_prefill_flops_plus_a_weight_read():
+    cfg, p = prediction()
+    assert p.tpot_s == pytest.approx(decode_bytes(cfg) / 10e9)
+    weights = param_counts(cfg.model).matmul_active * FP32
+    assert p.ttft_s == pytest.approx(prefill_flops(cfg.model, param_counts(cfg.model), 2, 32) / 1e12 + weights / 10e9)
+    assert p.e2e_s == pytest.approx(p.ttft_s + 7 * p.tpot_s) and p.output_tokens_per_s == pytest.approx(16 / p.e2e_s)
+    assert p.decode.bottleneck == "memory bandwidth"
+
+
+def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():
+    cfg, p = prediction("parallel=tp")
+    m = cfg.model
+    # 2 per layer and one after the vocab-split embedding, of batch x hidden fp32, bus factor 2(n-1)/n = 1;
+    # then the last position's logits all-gathered (bus factor 1/2).
+    all_reduces = (2 * m.layers + 1) * (1e-4 + 2 * m.hidden * FP32 / 1e9)
+    gather = 1e-4 + 2 * m.vocab * FP32 / 2 / 1e9
+    assert p.decode.memory_s == pytest.approx(decode_bytes(cfg) / 2 / 10e9)
+    assert p.decode.comm_s == {"tp": pytest.approx(all_reduces + gather)}
+    assert p.tpot_s == pytest.approx(decode_bytes(cfg) / 2 / 10e9 + all_reduces + gather)
+
+
+def test_pp2_sends_the_hidden_states_once_and_keeps_the_bytes_of_the_whole_model():
+    cfg, p = prediction("parallel=pp")
+    send, broadcast = 1e-4 + 2 * cfg.model.hidden * FP32 / 1e9, 1e-4 + 2 * 8 / 1e9
+    assert p.decode.comm_s == {"pp": pytest.approx(send + broadcast)}
+    assert p.decode.memory_s == pytest.approx(decode_bytes(cfg) / 10e9)  # the stages run one after the other
+
+
+def test_a_large_batch_makes_decode_compute_bound():
+    # 1 FLOP per byte: one sequence reads 4 B per parameter for 2 FLOPs; 64 do 128 FLOPs.
+    balanced = Calibration(source="test", matmul_tflops=1.0, matmul_half_gflop=0.0, membw_gbps=1000.0)
+    assert prediction("workload.batch_size=1", cal=balanced)[1].decode.bottleneck == "memory bandwidth"
+    _, large = prediction("workload.batch_size=64", cal=balanced)
+    assert large.decode.bottleneck == "matmul compute" and large.tpot_s == pytest.approx(large.decode.compute_s)
+
+
+def test_errors_are_taken_against_the_median_latencies():
+    errors = prediction_errors({"predicted_ttft_s": 0.03, "predicted_tpot_s": 0.002},
+                               {"ttft_s_p50": 0.02, "tpot_s_p50": 0.004})
+    assert errors == pytest.approx({"predicted_ttft_s": 0.03, "predicted_tpot_s": 0.002,
+                                    "predicted_ttft_error_pct": 50.0, "predicted_tpot_error_pct": -50.0})
+
+
+def test_an_inference_run_logs_its_predicted_latencies_and_their_errors(cli):
+    proc = cli.run("workload=inference", "workload.input_len=16", "workload.output_len=4", "workload.repeats=1",
+                   "workload.warmup=0", "workload.profile=false", "dry_run=true")
+    assert "[parbench] predicted (" in proc.stdout and "TPOT" in proc.stdout and "bottleneck: prefill" in proc.stdout
+    cli.run("workload=inference", "workload.input_len=16", "workload.output_len=4", "workload.repeats=1",
+            "workload.warmup=0", "workload.profile=false")
+    run = cli.runs().iloc[0]
+    for name in ("ttft", "tpot"):
+        measured, predicted = run[f"metrics.{name}_s_p50"], run[f"metrics.predicted_{name}_s"]
+        assert predicted > 0 and run[f"metrics.predicted_{name}_error_pct"] == pytest.approx(
+            100 * (predicted - measured) / measured)
+
+
+def test_plan_still_ranks_training_layouts_only(capsys):
+    from parbench.planner import main
+
+    assert main(["workload=inference", "hardware=cpu"]) == 2
+    assert "parbench plan ranks training layouts" in capsys.readouterr().err
