@@ -1,5 +1,6 @@
 """`parbench calibrate [--out FILE] [overrides]`: run the microbenchmarks (matmul, memory bandwidth,
-collectives) and two short profiled training runs (dp, fsdp) on this machine, fit the performance
+collectives), two short profiled training runs (dp, fsdp) and a one-rank tiny model at two depths
+(host dispatch) on this machine, fit the performance
 model's figures to them, save the versioned profile (conf/calibrations/<hardware>.yaml) and log it to
 MLflow. docs/plan.md describes the fits."""
 
@@ -27,6 +28,7 @@ BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (
               "reduce_scatter": lambda n: (n - 1) / n}
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024]]", "membw_end": "64M",
              "collectives_end": "4M", "model": "tiny", "seq": "64"}
+HOST_LAYERS = (2, 4)
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336]]",
              "membw_end": "1G", "collectives_end": "256M", "model": "llama3_2_1b", "seq": "2048"}
 
@@ -43,6 +45,11 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                         f"workload.end={s['collectives_end']}", "workload.factor=4"],
         "train_dp": [*train, "parallel=dp"],
         "train_fsdp": [*train, "parallel=fsdp"],
+        # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
+        # the host's dispatch per step and per layer.
+        **{f"host_{layers}_layers": ["workload=train", "model=tiny", f"model.layers={layers}", "workload.seq_len=64",
+                                     "workload.batch_size=2", "workload.steps=30", "profile.enabled=false",
+                                     "parallel=dp"] for layers in HOST_LAYERS},
     }
 
 
@@ -52,7 +59,8 @@ def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dic
     for i, (name, extra) in enumerate(runs.items(), 1):
         print(f"[calibrate] {i}/{len(runs)} {name}: python -m parbench {' '.join(extra)}", flush=True)
         start = time.monotonic()
-        cmd = [sys.executable, "-m", "parbench", *overrides, *extra, f"hydra.run.dir={work / name}"]
+        # resume=false: a calibration measures now, even where the store has the same config FINISHED
+        cmd = [sys.executable, "-m", "parbench", *overrides, *extra, "resume=false", f"hydra.run.dir={work / name}"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"calibration run {name} failed ({proc.returncode}); its log: {work / name}\n"
@@ -111,14 +119,38 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     overlap["zero"] = overlap["fsdp"]
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
-                  membw_gbps=results["membw"]["membw_gbps"], overlap=overlap, memory_overhead_gb=0.0, **links)
-    return replace(cal, memory_overhead_gb=memory_overhead(overrides, results["train_dp"], cal))
+                  membw_gbps=results["membw"]["membw_gbps"], overlap=overlap, memory_overhead_gb=0.0,
+                  host_s_per_step=0.0, host_s_per_layer=0.0, **links)
+    per_step, per_layer = fit_host(overrides, results, cal)
+    return replace(cal, memory_overhead_gb=memory_overhead(overrides, results["train_dp"], cal),
+                   host_s_per_step=per_step, host_s_per_layer=per_layer)
+
+
+def benchmark_config(overrides: list[str], name: str) -> Config:
+    """The resolved config of one calibration run."""
+    return compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))[name]])
+
+
+def fit_host(overrides: list[str], results: dict[str, dict], cal: Calibration) -> tuple[float, float]:
+    """(seconds per step, per layer) of host dispatch from the tiny model at two depths: on a CPU,
+    what a step takes beyond the device model's time; on a GPU, all of it (the tiny model's kernels
+    finish long before the host dispatches the next)."""
+    host = {}
+    for layers in HOST_LAYERS:
+        name = f"host_{layers}_layers"
+        train = benchmark_config(overrides, name)
+        measured = results[name]["step_time_s"]
+        device = predict(train, validate(train, None), cal).step_time_s if train.hardware.device_type == "cpu" else 0.0
+        host[layers] = measured - device
+    shallow, deep = HOST_LAYERS
+    per_layer = max(0.0, (host[deep] - host[shallow]) / (deep - shallow))
+    return max(0.0, host[shallow] - shallow * per_layer), per_layer
 
 
 def memory_overhead(overrides: list[str], measured: dict, cal: Calibration) -> float:
     """What the dp run's peak holds beyond the tensors the model predicts (allocator slack, the
     runtime; on CPU the process's resident libraries)."""
-    train = compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))["train_dp"]])
+    train = benchmark_config(overrides, "train_dp")
     predicted = predict(train, validate(train, None), cal).memory.total_gb
     return max(0.0, measured["mem_peak_allocated_gb"] - predicted)
 
@@ -131,7 +163,9 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                                                  "calibration_source": cal.source}, None)
     store.log_metrics(run_id, {"calibration_matmul_tflops": cal.matmul_tflops, "calibration_membw_gbps": cal.membw_gbps,
                                "calibration_link_busbw_gbps": cal.intra_node.busbw_gbps,
-                               "calibration_link_latency_s": cal.intra_node.latency_s})
+                               "calibration_link_latency_s": cal.intra_node.latency_s,
+                               "calibration_host_s_per_step": cal.host_s_per_step,
+                               "calibration_host_s_per_layer": cal.host_s_per_layer})
     store.log_artifacts(run_id, [path])
     store.finish(run_id, ok=True)
 
@@ -166,6 +200,8 @@ def main(argv: list[str]) -> int:
           f"GFLOP), memory {format_metric('membw_gbps', cal.membw_gbps)}, "
           f"link {format_metric('busbw_gbps', link.busbw_gbps)}"
           f" + {format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
-          f"{100 * cal.overlap['fsdp']:.1f} %, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}\n"
+          f"{100 * cal.overlap['fsdp']:.1f} %, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "
+          f"host {format_metric('host_s', cal.host_s_per_step)} per step + "
+          f"{format_metric('host_s', cal.host_s_per_layer)} per layer\n"
           f"[calibrate] saved {path}", flush=True)
     return 0

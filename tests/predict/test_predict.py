@@ -90,6 +90,31 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
     assert tflops == pytest.approx(600) and half == pytest.approx(2.0)
 
 
+def test_host_dispatch_fit_recovers_its_parameters_and_adds_on_cpu_hides_on_gpu():
+    """Steps measured as the device model's time + 3 ms + 0.5 ms per layer (a CPU) give back those
+    figures; a GPU's host time counts only where it exceeds the device's work."""
+    from dataclasses import replace
+
+    from parbench.calibrate import HOST_LAYERS, benchmark_config, fit_host
+    from parbench.predict.calibration import load_calibration
+
+    cal = replace(load_calibration("cpu"), host_s_per_step=0.0, host_s_per_layer=0.0)
+    results = {}
+    for layers in HOST_LAYERS:
+        train = benchmark_config(["hardware=cpu"], f"host_{layers}_layers")
+        results[f"host_{layers}_layers"] = {"step_time_s": predict(train, validate(train, None), cal).step_time_s
+                                            + 3e-3 + 0.5e-3 * layers}
+    assert fit_host(["hardware=cpu"], results, cal) == pytest.approx((3e-3, 0.5e-3))
+    timed = replace(cal, host_s_per_step=3e-3, host_s_per_layer=0.5e-3)
+    cpu = compose("hardware=cpu", "parallel=pp", "parallel.pp=2", "parallel.pp_microbatches=2")  # 1 layer per stage
+    assert predict(cpu, validate(cpu, None), timed).host_s == pytest.approx(3e-3 + 0.5e-3 * 1 * 2)
+    gpu = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload.seq_len=2048")
+    assert predict(gpu, validate(gpu, None), timed).host_s == 0.0  # 11 ms of dispatch under a longer device step
+    tiny = compose("hardware=h100_sxm", "hardware.gpus_per_node=1")
+    p = predict(tiny, validate(tiny, None), timed)
+    assert p.step_time_s == pytest.approx(3e-3 + 0.5e-3 * 2) and p.bottleneck == "host dispatch"
+
+
 def collective_bytes_per_step(cli, num: int, steps: int) -> dict[str, float]:
     """Rank 0's bytes per collective kind in the profiled window, per step (gloo's reduce-scatter
     runs as an all-reduce of the whole input, so both count under reduce; DDP broadcasts the RoPE

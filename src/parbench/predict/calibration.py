@@ -55,6 +55,10 @@ class Calibration:
     inter_node: LinkFit = field(default_factory=LinkFit)
     overlap: Dict[str, float] = field(default_factory=lambda: dict(MEASURED_OVERLAP))
     memory_overhead_gb: float = 0.0  # what a rank holds beyond its tensors (measured: peak minus tensors)
+    # Host time of an eager training step that the device model does not count (Python and op
+    # dispatch): per step, plus per layer and micro-batch (forward, backward). 0 until measured.
+    host_s_per_step: float = 0.0
+    host_s_per_layer: float = 0.0
     notes: Optional[str] = None
 
     @property

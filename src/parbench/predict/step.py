@@ -1,10 +1,12 @@
 """Step time of a training layout on one device's critical path:
 
     step = (matmul + memory-bound ops + optimizer) / (1 - pipeline bubble) + exposed communication
+           + exposed host dispatch
 
 matmul time from the model's FLOPs at the layout's GEMM size and the calibrated rate; memory-bound
 ops (norms, RoPE, SwiGLU, residuals, the loss's softmax, AdamW) as bytes over the calibrated memory
-bandwidth; communication per strategy (comm.py) minus what that strategy hides behind compute."""
+bandwidth; communication per strategy (comm.py) minus what that strategy hides behind compute;
+host dispatch per step and per layer and micro-batch, from the calibration (0 when not measured)."""
 
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ class Prediction:
     matmul_s: float
     memory_bound_s: float
     bubble_s: float
+    host_s: float  # host dispatch the step waits for (exposed)
     comm: dict[str, tuple[float, float]]  # strategy -> (seconds, exposed seconds)
     memory: MemoryEstimate
     calibration: str  # spec | measured ...
+    host_bound: bool = False  # a GPU that waits for the host to dispatch its kernels
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -41,8 +45,10 @@ class Prediction:
 
     @property
     def bottleneck(self) -> str:
+        if self.host_bound:
+            return "host dispatch"
         parts = {"matmul compute": self.matmul_s, "memory-bound ops": self.memory_bound_s,
-                 "pipeline bubble": self.bubble_s,
+                 "pipeline bubble": self.bubble_s, "host dispatch": self.host_s,
                  **{f"{name} communication": exposed for name, (_, exposed) in self.comm.items()}}
         return max(parts, key=parts.get)
 
@@ -50,6 +56,7 @@ class Prediction:
         return {"predicted_step_time_s": self.step_time_s, "predicted_tokens_per_s": self.tokens_per_s,
                 "predicted_mem_peak_gb": self.memory.total_gb, "bottleneck": self.bottleneck,
                 "matmul_s": self.matmul_s, "memory_bound_s": self.memory_bound_s, "bubble_s": self.bubble_s,
+                "host_s": self.host_s,
                 "comm_s": {k: v[0] for k, v in self.comm.items()},
                 "exposed_comm_s": {k: v[1] for k, v in self.comm.items()},
                 "memory_gb": self.memory.as_dict(), "calibration": self.calibration}
@@ -94,11 +101,26 @@ def hidden_within(comm: dict[str, tuple[float, float]], compute_s: float) -> dic
     return {k: (t, max(exposed, t - compute_s)) for k, (t, exposed) in comm.items()}
 
 
+def host_seconds(layout: Layout, cal: Calibration) -> float:
+    """Dispatch time of one step on the host: per step, plus per layer of the stage and micro-batch."""
+    return cal.host_s_per_step + cal.host_s_per_layer * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+
+
+def exposed_host_seconds(device_s: float, host_s: float, device_type: str) -> float:
+    """What dispatch adds to the step: all of it on a CPU, which runs each op as the host dispatches
+    it; on a GPU only what the device's work does not cover (the host queues kernels ahead)."""
+    return host_s if device_type == "cpu" else max(0.0, host_s - device_s)
+
+
 def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     matmul, memory_bound = matmul_seconds(layout, cal), memory_bound_seconds(layout, cal)
     compute = matmul + memory_bound
     bubble = compute * layout.bubble / (1 - layout.bubble)
     comm = hidden_within(exposed_seconds(step_comms(layout), cal), compute)
-    step = compute + bubble + sum(exposed for _, exposed in comm.values())
-    return Prediction(step, layout.tokens_per_step / step, matmul, memory_bound, bubble, comm,
-                      estimate_memory(layout, cal.memory_overhead_gb), cal.label(layout.cfg.hardware.name))
+    device = compute + bubble + sum(exposed for _, exposed in comm.values())
+    on_cpu = layout.cfg.hardware.device_type == "cpu"
+    host = exposed_host_seconds(device, host_seconds(layout, cal), layout.cfg.hardware.device_type)
+    step = device + host
+    return Prediction(step, layout.tokens_per_step / step, matmul, memory_bound, bubble, host, comm,
+                      estimate_memory(layout, cal.memory_overhead_gb), cal.label(layout.cfg.hardware.name),
+                      host_bound=host > 0 and not on_cpu)
