@@ -115,6 +115,25 @@ def test_host_dispatch_fit_recovers_its_parameters_and_adds_on_cpu_hides_on_gpu(
     assert p.step_time_s == pytest.approx(3e-3 + 0.5e-3 * 2) and p.bottleneck == "host dispatch"
 
 
+def test_calibration_runs_even_where_the_store_has_the_same_config_finished(monkeypatch, tmp_path):
+    """resume (on by default) would skip a calibration run whose config a store already holds."""
+    import subprocess
+
+    from parbench.calibrate import run_all
+
+    commands = []
+
+    def record(cmd, **_):
+        commands.append(cmd)
+        (tmp_path / "matmul").mkdir()
+        (tmp_path / "matmul" / "results.json").write_text('{"metrics": {}}')
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(subprocess, "run", record)
+    run_all(["hardware=cpu"], {"matmul": ["workload=matmul"]}, tmp_path)
+    assert "resume=false" in commands[0]
+
+
 def collective_bytes_per_step(cli, num: int, steps: int) -> dict[str, float]:
     """Rank 0's bytes per collective kind in the profiled window, per step (gloo's reduce-scatter
     runs as an all-reduce of the whole input, so both count under reduce; DDP broadcasts the RoPE
