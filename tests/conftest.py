@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,36 @@ class Cli:
 
         mlflow.set_tracking_uri(self.uri)
         return mlflow.search_runs(search_all_experiments=True, order_by=["start_time ASC"])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_gloo_rank(rank: int, fn, world: int, port: int) -> None:
+    """One spawned rank: join a gloo group, run fn(rank, world), tear down, and leave as parbench's
+    workers do (without the interpreter's finalisation, where gloo aborts now and then)."""
+    import torch.distributed as dist
+
+    from parbench.worker import exit_now
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        fn(rank, world)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    exit_now()
+
+
+def spawn_gloo_ranks(fn, world: int = 2) -> None:
+    """fn(rank, world) on `world` gloo ranks; any rank's failure fails the caller."""
+    import torch.multiprocessing as mp
+
+    # spawn, not fork: forking a process whose torch already runs OpenMP threads can deadlock.
+    mp.start_processes(run_gloo_rank, args=(fn, world, free_port()), nprocs=world, start_method="spawn")
 
 
 @pytest.fixture(autouse=True)

@@ -9,16 +9,13 @@ positions, moves it by 1e-4..1e-3 relative), while fp32 reordering differences s
 from __future__ import annotations
 
 import re
-import socket
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from conftest import Cli
+from conftest import Cli, spawn_gloo_ranks
 
 REL = 2e-5
 TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4")
@@ -107,40 +104,28 @@ def test_layouts_that_cannot_work_are_rejected_before_launch(compose, overrides,
         validate(resolve.resolve(typed_config(compose(*overrides)), gpus=[]), None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cp_attention_rank(rank: int, world: int, port: int) -> None:
+def _cp_attention_rank(rank: int, world: int) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     from parbench.parallel.cp import AllGatherKVAttention, check_torch_layout, held_positions
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("cp",))
-        check_torch_layout(mesh)  # torch's context_parallel holds the same chunks as parbench
-        gen = torch.Generator().manual_seed(0)
-        seq = 8 * world
-        q, k, v = (torch.randn(2, h, seq, 16, generator=gen, requires_grad=True) for h in (4, 2, 2))
-        full = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        full.square().sum().backward()
-        held = held_positions(seq, world, rank, torch.device("cpu"))
-        local = [t.detach()[:, :, held].requires_grad_() for t in (q, k, v)]
-        out = AllGatherKVAttention(mesh)(*local)
-        out.square().sum().backward()
-        torch.testing.assert_close(out, full[:, :, held])
-        torch.testing.assert_close(local[0].grad, q.grad[:, :, held])
-        # Each rank's K/V gradient sums what every rank's queries sent it (reduce-scatter).
-        for mine, ref in zip(local[1:], (k, v)):
-            torch.testing.assert_close(mine.grad, ref.grad[:, :, held])
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("cp",))
+    check_torch_layout(mesh)  # torch's context_parallel holds the same chunks as parbench
+    gen = torch.Generator().manual_seed(0)
+    seq = 8 * world
+    q, k, v = (torch.randn(2, h, seq, 16, generator=gen, requires_grad=True) for h in (4, 2, 2))
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    full.square().sum().backward()
+    held = held_positions(seq, world, rank, torch.device("cpu"))
+    local = [t.detach()[:, :, held].requires_grad_() for t in (q, k, v)]
+    out = AllGatherKVAttention(mesh)(*local)
+    out.square().sum().backward()
+    torch.testing.assert_close(out, full[:, :, held])
+    torch.testing.assert_close(local[0].grad, q.grad[:, :, held])
+    # Each rank's K/V gradient sums what every rank's queries sent it (reduce-scatter).
+    for mine, ref in zip(local[1:], (k, v)):
+        torch.testing.assert_close(mine.grad, ref.grad[:, :, held])
 
 
 def test_cp_attention_matches_causal_sdpa_forward_and_backward():
-    # spawn, not fork: forking a process whose torch already runs OpenMP threads can deadlock.
-    mp.start_processes(_cp_attention_rank, args=(2, _free_port()), nprocs=2, start_method="spawn")
+    spawn_gloo_ranks(_cp_attention_rank)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import socket
 import sys
 from collections import Counter
 from types import SimpleNamespace
@@ -17,8 +16,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from conftest import compose
+from conftest import compose, spawn_gloo_ranks
 from omegaconf import OmegaConf
 
 from parbench.config.schema import ModelConfig
@@ -166,12 +164,6 @@ def test_piecewise_build_gives_the_whole_models_weights_and_never_holds_it():
         assert torch.equal(model.get_parameter(name), p), name
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def decode_step_collectives(decoder, prompts: torch.Tensor) -> Counter:
     """The c10d ops one decode step (after the prefill) runs on this rank."""
     from parbench.workloads.inference.native import greedy
@@ -184,7 +176,7 @@ def decode_step_collectives(decoder, prompts: torch.Tensor) -> Counter:
     return Counter(e.name for e in prof.events() if e.name.startswith("c10d::"))
 
 
-def _sharded_build_rank(rank: int, world: int, port: int) -> None:
+def _sharded_build_rank(rank: int, world: int) -> None:
     """tp=2 then pp=2 on 2 gloo ranks: each rank holds only its shards or stage, equal to the slices
     of the whole seeded model; a decode step runs Megatron's collectives (2 all_reduces per layer, one
     for the embedding, one all_gather of the logits) or one send/recv and the token broadcast, and
@@ -195,43 +187,37 @@ def _sharded_build_rank(rank: int, world: int, port: int) -> None:
     from parbench.config.dims import MESH_DIMS, ParallelDims
     from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        reference = build_initialized(TINY, seed=5, device="cpu")
-        total = sum(p.numel() for p in reference.parameters())
-        for tp, pp in ((2, 1), (1, 2)):
-            dims = ParallelDims(pp=pp, dp=1, fsdp=1, cp=1, tp=tp, ep=1)
-            mesh = init_device_mesh("cpu", dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
-            env = DistEnv(rank, rank, world, torch.device("cpu"), dims, mesh)
-            model = build_shard(TINY, 5, env, torch.float32)
-            local = dict(model.named_parameters())
-            assert sum(p.numel() for p in local.values()) < 0.6 * total
-            for name, p in local.items():
-                full = reference.get_parameter(name)
-                if tp > 1 and not name.endswith("norm.weight"):  # Megatron's splits
-                    full = full.chunk(tp, dim=1 if name.endswith(("wo.weight", "w2.weight")) else 0)[rank]
-                assert torch.equal(p, full), (tp, pp, name)
-            torch.testing.assert_close(model.rope_cos, reference.rope_cos)
-            half = build_shard(TINY, 5, env, torch.bfloat16)  # every weight in the dtype asked, shards too
-            assert {p.dtype for p in half.parameters()} == {torch.bfloat16}, (tp, pp)
-            decoder = PipelinedDecoder(model, env, torch.float32)
-            prompts = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(0))  # same on both
-            collectives = decode_step_collectives(decoder, prompts)
-            if tp == 2:
-                assert collectives == {"c10d::allreduce_": 2 * TINY.layers + 1, "c10d::allgather_": 1}
-            else:
-                assert collectives == {("c10d::send" if rank == 0 else "c10d::recv_"): 1, "c10d::broadcast_": 1}
-                assert sorted(model.layers.keys()) == [str(rank)]
-                with pytest.raises(RuntimeError, match="every stage must compute in workload.dtype"):
-                    decoder.check_sent(torch.zeros(2, 3, TINY.hidden, dtype=torch.bfloat16), (2, 3, TINY.hidden))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    reference = build_initialized(TINY, seed=5, device="cpu")
+    total = sum(p.numel() for p in reference.parameters())
+    for tp, pp in ((2, 1), (1, 2)):
+        dims = ParallelDims(pp=pp, dp=1, fsdp=1, cp=1, tp=tp, ep=1)
+        mesh = init_device_mesh("cpu", dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
+        env = DistEnv(rank, rank, world, torch.device("cpu"), dims, mesh)
+        model = build_shard(TINY, 5, env, torch.float32)
+        local = dict(model.named_parameters())
+        assert sum(p.numel() for p in local.values()) < 0.6 * total
+        for name, p in local.items():
+            full = reference.get_parameter(name)
+            if tp > 1 and not name.endswith("norm.weight"):  # Megatron's splits
+                full = full.chunk(tp, dim=1 if name.endswith(("wo.weight", "w2.weight")) else 0)[rank]
+            assert torch.equal(p, full), (tp, pp, name)
+        torch.testing.assert_close(model.rope_cos, reference.rope_cos)
+        half = build_shard(TINY, 5, env, torch.bfloat16)  # every weight in the dtype asked, shards too
+        assert {p.dtype for p in half.parameters()} == {torch.bfloat16}, (tp, pp)
+        decoder = PipelinedDecoder(model, env, torch.float32)
+        prompts = torch.randint(0, TINY.vocab, (2, 5), generator=torch.Generator().manual_seed(0))  # same on both
+        collectives = decode_step_collectives(decoder, prompts)
+        if tp == 2:
+            assert collectives == {"c10d::allreduce_": 2 * TINY.layers + 1, "c10d::allgather_": 1}
+        else:
+            assert collectives == {("c10d::send" if rank == 0 else "c10d::recv_"): 1, "c10d::broadcast_": 1}
+            assert sorted(model.layers.keys()) == [str(rank)]
+            with pytest.raises(RuntimeError, match="every stage must compute in workload.dtype"):
+                decoder.check_sent(torch.zeros(2, 3, TINY.hidden, dtype=torch.bfloat16), (2, 3, TINY.hidden))
 
 
 def test_tp2_and_pp2_ranks_build_only_their_shards_of_the_seeded_model():
-    # spawn, not fork: forking a process whose torch already runs OpenMP threads can deadlock.
-    mp.start_processes(_sharded_build_rank, args=(2, _free_port()), nprocs=2, start_method="spawn")
+    spawn_gloo_ranks(_sharded_build_rank)
 
 
 def test_mbu_and_prefill_flops_equal_hand_computations(model_config):
