@@ -253,10 +253,7 @@ def test_fused_projections_compute_the_same_function():
     torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
 
 
-def test_static_decode_options_generate_the_reference_tokens(tmp_path):
-    """One gloo rank: the engine's generate() (next step queued before the host copy) with fused
-    projections through the static-shape step gives the eager path's tokens and the reference's
-    (recomputing the whole sequence without a cache). Compiled steps: the slow torchrun test."""
+def _static_decode_rank(rank: int, world: int) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     from parbench.config.dims import MESH_DIMS, ParallelDims
@@ -265,24 +262,26 @@ def test_static_decode_options_generate_the_reference_tokens(tmp_path):
     from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
     from parbench.workloads.inference.native import generate, generate_without_cache
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        dims = ParallelDims(pp=1, dp=1, fsdp=1, cp=1, tp=1, ep=1)
-        env = DistEnv(0, 0, 1, torch.device("cpu"), dims, init_device_mesh("cpu", dims.mesh_shape(),
-                                                                              mesh_dim_names=MESH_DIMS))
-        prompts = torch.randint(0, TINY.vocab, (3, 7), generator=torch.Generator().manual_seed(1))
-        decoder = PipelinedDecoder(build_shard(TINY, 5, env, torch.float32), env, torch.float32)
-        reference = generate_without_cache(decoder, prompts, 9)
-        eager_timing, eager = generate(decoder, decoder.kv_cache(3, 16), prompts, 9, env.device)
-        fuse_projections(decoder.model)
-        decoder.use(DecodeOptions(fuse=True, static_shapes=True))
-        assert decoder.static is not None
-        _, fused_static = generate(decoder, decoder.kv_cache(3, 16), prompts, 9, env.device)
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
+    dims = ParallelDims(pp=1, dp=1, fsdp=1, cp=1, tp=1, ep=1)
+    mesh = init_device_mesh("cpu", dims.mesh_shape(), mesh_dim_names=MESH_DIMS)
+    env = DistEnv(rank, rank, world, torch.device("cpu"), dims, mesh)
+    prompts = torch.randint(0, TINY.vocab, (3, 7), generator=torch.Generator().manual_seed(1))
+    decoder = PipelinedDecoder(build_shard(TINY, 5, env, torch.float32), env, torch.float32)
+    reference = generate_without_cache(decoder, prompts, 9)
+    eager_timing, eager = generate(decoder, decoder.kv_cache(3, 16), prompts, 9, env.device)
+    fuse_projections(decoder.model)
+    decoder.use(DecodeOptions(fuse=True, static_shapes=True))
+    assert decoder.static is not None
+    _, fused_static = generate(decoder, decoder.kv_cache(3, 16), prompts, 9, env.device)
     assert torch.equal(eager, reference) and torch.equal(fused_static, reference)
     assert eager_timing.requests[0].output_tokens == 9 and len(eager_timing.requests) == 3
+
+
+def test_static_decode_options_generate_the_reference_tokens():
+    """One gloo rank: the engine's generate() (next step queued before the host copy) with fused
+    projections through the static-shape step gives the eager path's tokens and the reference's
+    (recomputing the whole sequence without a cache). Compiled steps: the slow torchrun test."""
+    spawn_gloo_ranks(_static_decode_rank, world=1)
 
 
 def test_latency_metrics_follow_vllm_definitions():
@@ -304,23 +303,23 @@ def test_latency_intervals_are_over_batches():
     assert metrics["tpot_s_ci_low"] == metrics["tpot_s_ci_high"] == pytest.approx(0.5)
 
 
-def test_op_shares_attribute_ops_to_module_scopes_and_all_reduce(tmp_path):
-    """A real profiler run on a 1-rank gloo group: linear time goes to its module's category,
-    the all_reduce (and its wait) to all_reduce."""
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        mlp, norm = torch.nn.Linear(256, 256), torch.nn.RMSNorm(256)
-        x = torch.randn(64, 256)
-        with module_scopes({mlp: "mlp", norm: "norm"}), torch.profiler.profile() as prof:
-            for _ in range(3):
-                y = norm(mlp(x))
-                dist.all_reduce(y)
-        shares = shares_pct(op_time_by_category(prof, on_device=False))
-    finally:
-        dist.destroy_process_group()
+def _op_shares_rank(rank: int, world: int) -> None:
+    mlp, norm = torch.nn.Linear(256, 256), torch.nn.RMSNorm(256)
+    x = torch.randn(64, 256)
+    with module_scopes({mlp: "mlp", norm: "norm"}), torch.profiler.profile() as prof:
+        for _ in range(3):
+            y = norm(mlp(x))
+            dist.all_reduce(y)
+    shares = shares_pct(op_time_by_category(prof, on_device=False))
     assert {"mlp", "norm", "all_reduce"} <= set(shares)
     assert sum(shares.values()) == pytest.approx(100)
     assert shares["mlp"] > shares["norm"]
+
+
+def test_op_shares_attribute_ops_to_module_scopes_and_all_reduce():
+    """A real profiler run on a 1-rank gloo group: linear time goes to its module's category,
+    the all_reduce (and its wait) to all_reduce."""
+    spawn_gloo_ranks(_op_shares_rank, world=1)
 
 
 @pytest.mark.slow  # three torchrun jobs, each compiling its prefill and decode step
