@@ -27,7 +27,7 @@ from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
 from parbench.models import MODEL_FAMILIES
 from parbench.parallel.specs import STRATEGIES
-from parbench.predict import is_training, predict, predictable, prediction_errors
+from parbench.predict import is_training, predict, predictable
 from parbench.predict.calibration import calibration_for
 from parbench.predict.fit import fit_message
 from parbench.predict.inference import predict_inference
@@ -187,11 +187,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
                                cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
     if not node.is_main:
         return {}
-    metrics = job.finish(outcome)
-    if "prediction" in plan and outcome.ok and job.run is not None:
-        errors = prediction_errors(plan["prediction"], metrics)
-        job.run.store.log_metrics(job.run.run_id, errors)
-        metrics.update(errors)
+    metrics = job.finish(outcome, plan.get("prediction"))
     report(cfg, ctx, job.run, outcome, metrics)
     if INTERRUPTS.signal:
         stop_sweep(ctx.sweep_dir)

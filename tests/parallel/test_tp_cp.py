@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from conftest import Cli, spawn_gloo_ranks
 
 REL = 2e-5
-TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4")
+# The profile window is off: its extra steps would let MoE routing drift past REL by step 7.
+TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4", "profile.enabled=false")
 GPT2_TINY = ("model=gpt2_xl", "model.layers=2", "model.hidden=64", "model.heads=4", "model.kv_heads=4",
              "model.ffn=256", "model.vocab=511", "model.max_seq_len=256")
 

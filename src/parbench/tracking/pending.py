@@ -10,6 +10,7 @@ from pathlib import Path
 
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
+from parbench.predict import prediction_errors
 from parbench.tracking.job import JobRun
 from parbench.tracking.orphans import reap_orphans
 from parbench.tracking.resume import finished_run
@@ -74,9 +75,12 @@ class TrackedJob:
             job.record.save(job_dir)
         return job
 
-    def finish(self, outcome: LaunchOutcome) -> dict[str, float]:
-        """Keep the outcome in the job dir, log everything to the run if the store answers."""
+    def finish(self, outcome: LaunchOutcome, prediction: dict | None = None) -> dict[str, float]:
+        """Keep the outcome in the job dir, add the model's `prediction` and its errors to the
+        results, log everything to the run if the store answers (else `parbench sync` does later)."""
         (self.job_dir / OUTCOME_FILE).write_text(json.dumps(asdict(outcome), indent=2))
+        if prediction and outcome.ok:
+            add_prediction_errors(self.job_dir / RESULTS_FILE, prediction)
         metrics = read_json(self.job_dir / RESULTS_FILE).get("metrics", {})
         if self.run is not None:
             try:
@@ -86,3 +90,14 @@ class TrackedJob:
                 warn_unsynced(self.job_dir, self.record.uri, e)
         self.record.save(self.job_dir)
         return metrics
+
+
+def add_prediction_errors(results_path: Path, prediction: dict) -> None:
+    """The predicted figures and their errors against the measured ones, into the worker's results."""
+    results = read_json(results_path)
+    if "metrics" not in results:
+        return
+    results["metrics"].update(prediction_errors(prediction, results["metrics"]))
+    tmp = results_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=2))
+    tmp.replace(results_path)
