@@ -3,6 +3,7 @@ directory holds (what the worker writes and the orchestrator reads)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -26,3 +27,10 @@ def git_sha() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return sha + ("-dirty" if dirty else "")
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write through a temporary file and rename it, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)

@@ -106,10 +106,10 @@ def host_seconds(layout: Layout, cal: Calibration) -> float:
     return cal.host_s_per_step + cal.host_s_per_layer * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
 
 
-def exposed_host_seconds(device_s: float, host_s: float, device_type: str) -> float:
+def exposed_host_seconds(device_s: float, host_s: float, on_cpu: bool) -> float:
     """What dispatch adds to the step: all of it on a CPU, which runs each op as the host dispatches
     it; on a GPU only what the device's work does not cover (the host queues kernels ahead)."""
-    return host_s if device_type == "cpu" else max(0.0, host_s - device_s)
+    return host_s if on_cpu else max(0.0, host_s - device_s)
 
 
 def predict_step(layout: Layout, cal: Calibration) -> Prediction:
@@ -119,7 +119,7 @@ def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     comm = hidden_within(exposed_seconds(step_comms(layout), cal), compute)
     device = compute + bubble + sum(exposed for _, exposed in comm.values())
     on_cpu = layout.cfg.hardware.device_type == "cpu"
-    host = exposed_host_seconds(device, host_seconds(layout, cal), layout.cfg.hardware.device_type)
+    host = exposed_host_seconds(device, host_seconds(layout, cal), on_cpu)
     step = device + host
     return Prediction(step, layout.tokens_per_step / step, matmul, memory_bound, bubble, host, comm,
                       estimate_memory(layout, cal.memory_overhead_gb), cal.label(layout.cfg.hardware.name),

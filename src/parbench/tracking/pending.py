@@ -14,7 +14,7 @@ from parbench.predict import prediction_errors
 from parbench.tracking.job import JobRun
 from parbench.tracking.orphans import reap_orphans
 from parbench.tracking.resume import finished_run
-from parbench.paths import RESULTS_FILE, SKIPPED_FILE
+from parbench.paths import RESULTS_FILE, SKIPPED_FILE, write_json_atomic
 from parbench.tracking.store import Store, read_json
 
 RECORD_FILE, PLAN_FILE, OUTCOME_FILE = "tracking.json", "plan.json", "outcome.json"
@@ -98,6 +98,4 @@ def add_prediction_errors(results_path: Path, prediction: dict) -> None:
     if "metrics" not in results:
         return
     results["metrics"].update(prediction_errors(prediction, results["metrics"]))
-    tmp = results_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=2))
-    tmp.replace(results_path)
+    write_json_atomic(results_path, results)

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from parbench.fmt import format_metric
-from parbench.paths import RESULTS_FILE, STEPS_FILE
+from parbench.paths import RESULTS_FILE, STEPS_FILE, write_json_atomic
 
 STARTED = time.monotonic()  # the worker imports this module first thing
 
@@ -42,9 +42,7 @@ class StepReporter:
 
 
 def write_results(job_dir: Path, results: dict) -> None:
-    tmp = job_dir / (RESULTS_FILE + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2))
-    tmp.replace(job_dir / RESULTS_FILE)
+    write_json_atomic(job_dir / RESULTS_FILE, results)
 
 
 def device_tags(device: torch.device, world_size: int) -> dict[str, str]:
