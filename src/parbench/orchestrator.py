@@ -29,7 +29,7 @@ from parbench.models import MODEL_FAMILIES
 from parbench.parallel.specs import STRATEGIES
 from parbench.predict import is_training, predict, predictable
 from parbench.predict.calibration import calibration_for
-from parbench.predict.fit import fit_message
+from parbench.predict.fit import check_fit
 from parbench.predict.inference import predict_inference
 from parbench.predict.params import param_counts
 from parbench.tracking.labels import point_label, run_label
@@ -89,8 +89,8 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
 
 def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
     """The performance model's figures: a training config's step and memory and its fit check
-    (each suggestion tried through the checks and the model before it is named); an inference
-    config's TTFT and TPOT."""
+    (each suggestion tried through the checks and the model before it is named; a point that does
+    not fit is refused unless dry_run or launch.check_fit=false); an inference config's TTFT and TPOT."""
     if not predictable(cfg):
         return {}
     try:
@@ -102,8 +102,10 @@ def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
     if not is_training(cfg):
         return {"prediction": predict_inference(cfg, dims, cal).as_dict()}
     p = predict(cfg, dims, cal)
-    fit = fit_message(cfg, p, lambda c: validate(c, None), cal)
-    return {"memory_estimate_per_device_gb": p.memory.as_dict(), "prediction": p.as_dict(), "fit": fit}
+    fit = check_fit(cfg, p, lambda c: validate(c, None), cal)
+    if fit.ok is False and cfg.launch.check_fit and not cfg.dry_run:
+        raise ConfigError(f"{fit.message} (launch.check_fit=false launches it anyway)")
+    return {"memory_estimate_per_device_gb": p.memory.as_dict(), "prediction": p.as_dict(), "fit": fit.message}
 
 
 def prediction_lines(plan: dict) -> list[str]:
@@ -147,6 +149,9 @@ def run_job(node: DictConfig) -> dict:
     except ConfigError as e:
         return reject(e, node, ctx)
     if cfg.dry_run:
+        if node.workload.get("seq_len", 0) is None:
+            print(f"[parbench] seq {cfg.workload.seq_len}: model={cfg.model.name}'s default sequence length "
+                  "(workload.seq_len=N plans another)", flush=True)
         print_plan(plan)
         return plan
     if not ctx.multirun:  # a sweep checked its store before it started

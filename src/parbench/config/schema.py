@@ -42,6 +42,8 @@ class ModelConfig:
     ffn: int = MISSING  # SwiGLU / MLP inner size (per expert for MoE)
     vocab: int = MISSING
     max_seq_len: int = 4096
+    # Training sequence length when workload.seq_len is not given; null: min(max_seq_len, 4096).
+    default_seq_len: Optional[int] = None
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     tie_embeddings: bool = False
@@ -101,10 +103,13 @@ class ParallelConfig:
 class LaunchConfig:
     """How the orchestrator launches and supervises torchrun."""
 
-    timeout_s: float = 900.0  # the whole job, start-up and summary included
-    # Hung: no new step line for this long once steps began (or 10x the slowest step so far, if more);
-    # 0 turns the watchdog off. See docs/reliability.md.
+    timeout_s: float = 900.0  # the whole job, start-up and summary included; 0: no overall limit
+    # Hung: no new output line for this long (start-up included), or once steps began no new step
+    # for this long or 10x the slowest step so far, if more; 0 turns the watchdog off.
+    # See docs/reliability.md.
     stall_timeout_s: float = 120.0
+    # Refuse a point whose predicted memory does not fit (docs/plan.md); false launches it anyway.
+    check_fit: bool = True
     master_port: int = 29500
     log_tail_lines: int = 60
     env: Dict[str, str] = field(default_factory=dict)
