@@ -20,7 +20,7 @@ from parbench.config.dims import ParallelDims
 from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.config.schema import Config
 from parbench.config.validate import validate_config
-from parbench.fmt import format_metric, format_number
+from parbench.fmt import format_metric, format_number, plural
 from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.diagnose import memory_facts
 from parbench.launch.interrupt import INTERRUPTS
@@ -132,6 +132,14 @@ def print_plan(plan: dict) -> None:
     print(json.dumps(plan, indent=2))
 
 
+def prepare(node: DictConfig, gpus: list[GpuInfo], validate_gpus: bool = True) -> tuple[Config, ParallelDims, dict]:
+    """resolve -> validate -> plan: the typed config, its mesh and the plan, or ConfigError.
+    validate_gpus=False: planning for other machines (dry_run, a SLURM sweep checked before submission)."""
+    cfg = resolve.resolve(typed_config(node), gpus)
+    dims = validate(cfg, gpus if validate_gpus and not cfg.dry_run else None)
+    return cfg, dims, make_plan(cfg, dims)
+
+
 def run_job(node: DictConfig) -> dict:
     ctx = JobContext.from_hydra()
     INTERRUPTS.install()
@@ -141,11 +149,9 @@ def run_job(node: DictConfig) -> dict:
         stop_sweep(ctx.sweep_dir)
     gpus = detect_gpus()
     try:
-        cfg = resolve.resolve(typed_config(node), gpus)
-        dims = validate(cfg, None if cfg.dry_run else gpus)
+        cfg, dims, plan = prepare(node, gpus)
         ctx.name = cfg.tracking.run_name or run_label(cfg, dims, ctx.overrides,
                                                       WORKLOADS.get(cfg.workload.name).uses_model)
-        plan = make_plan(cfg, dims)
     except ConfigError as e:
         return reject(e, node, ctx)
     if cfg.dry_run:
@@ -182,7 +188,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         job.run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
     if job.run is not None and cfg.hardware.device_type == "cuda":
         record_topology(job.run, ctx.job_dir)
-    print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
+    print(f"[parbench] {ctx.name}: {plural(plan['world_size'], 'rank')} on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes

@@ -194,6 +194,9 @@ class Config:
     # Skip a point that already has a FINISHED run with the same config hash in the experiment
     # (docs/reliability.md); false reruns it.
     resume: bool = True
+    # A sweep is checked whole before its first point launches: refuse (nothing runs if a point cannot)
+    # | record (run the others; each point that cannot run becomes a FAILED run).
+    invalid_points: str = "refuse"
     # Modules imported before the config is checked, in the orchestrator and on every rank: they
     # register strategies, workloads or model families of your own (docs/contributing.md).
     plugins: List[str] = field(default_factory=list)
