@@ -147,6 +147,12 @@ def run_job(node: DictConfig) -> dict:
         from parbench.sweep import stop_sweep
 
         stop_sweep(ctx.sweep_dir)
+    if not ctx.multirun and not node.dry_run:  # first, it is cheap (a sweep checked its store before it started)
+        try:
+            check_reachable(node.tracking.uri)
+        except TrackingUnreachable as e:
+            print(f"parbench: {e}", file=sys.stderr, flush=True)
+            sys.exit(2)
     gpus = detect_gpus()
     try:
         cfg, dims, plan = prepare(node, gpus)
@@ -160,12 +166,6 @@ def run_job(node: DictConfig) -> dict:
                   "(workload.seq_len=N plans another)", flush=True)
         print_plan(plan)
         return plan
-    if not ctx.multirun:  # a sweep checked its store before it started
-        try:
-            check_reachable(cfg.tracking.uri)
-        except TrackingUnreachable as e:
-            print(f"parbench: {e}", file=sys.stderr, flush=True)
-            sys.exit(2)
     return launch(cfg, plan, ctx)
 
 

@@ -100,12 +100,12 @@ class MlflowSweepCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         INTERRUPTS.install()
-        check_sweep(config)
         try:
             check_reachable(config.tracking.uri)
         except TrackingUnreachable as e:
             print(f"parbench: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
+        check_sweep(config)
         from parbench.tracking.orphans import process_tags, reap_orphans
         from parbench.tracking.store import Store
 
