@@ -13,8 +13,8 @@ class HardwareConfig:
     """A machine profile: peaks for MFU/MBU and how many devices to launch on."""
 
     name: str = MISSING
-    device_type: str = "cuda"  # cuda | cpu
-    backend: str = "nccl"  # nccl | gloo
+    device_type: str = "cuda"  # cuda | cpu (hardware=auto: auto until resolved)
+    backend: str = "nccl"  # nccl | gloo (hardware=auto: auto until resolved)
     # Substrings of the GPU name (nvidia-smi) that select this profile under hardware=auto.
     match: List[str] = field(default_factory=list)
     # Dense peak per device, TFLOP/s, keyed by dtype (fp32, tf32, bf16, fp16, fp8).
