@@ -224,7 +224,7 @@ def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: d
     table = metrics_table(metrics, keys)
     print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
     where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
-    log_hint = "" if outcome.ok else f" (worker.log there: the ranks' whole output, tracebacks included)"
+    log_hint = "" if outcome.ok else " (worker.log there: the ranks' whole output, tracebacks included)"
     print(f"Job dir: {ctx.job_dir}{log_hint}\n{where}\n", flush=True)
 
 
