@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo, detect_gpus
+from parbench.fmt import plural
 from parbench.orchestrator import prepare
 
 INVALID_POINTS = ("refuse", "record")
@@ -80,7 +81,7 @@ def check_sweep(config: DictConfig) -> None:
         return
     for r in refused:
         print(f"parbench: invalid config ({r.point}): {r.reason}", file=sys.stderr)
-    print(f"parbench: {len(refused)} point(s) of this sweep cannot run, so nothing was launched: change or drop "
-          "them (or add invalid_points=record to run the others and record these as FAILED runs)",
+    print(f"parbench: {plural(len(refused), 'point')} of this sweep cannot run, so nothing was launched: change or "
+          "drop them (or add invalid_points=record to run the others and record these as FAILED runs)",
           file=sys.stderr, flush=True)
     sys.exit(2)
