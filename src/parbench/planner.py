@@ -19,7 +19,7 @@ from parbench.config.host import device_capacity
 from parbench.config.schema import Config, HardwareConfig
 from parbench.config.store import register_schema
 from parbench.fmt import format_metric, format_number
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import is_training, predict
 from parbench.predict.calibration import Calibration, calibration_for

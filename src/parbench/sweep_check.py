@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo, detect_gpus
 from parbench.fmt import plural
-from parbench.orchestrator import prepare
+from parbench.prepare import prepare
 
 INVALID_POINTS = ("refuse", "record")
 LOCAL_LAUNCHER = "BasicLauncher"

@@ -12,7 +12,7 @@ import pytest
 
 from parbench.config import ConfigError
 from parbench.models.build import build_model, count_params
-from parbench.orchestrator import prediction_plan, validate
+from parbench.prepare import prediction_plan, validate
 from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
