@@ -128,7 +128,8 @@ CPU_ADVICE = ("a smaller model (e.g. model=tiny), fewer ranks (hardware.gpus_per
 def check_fit(cfg: Config, prediction: Prediction, check: Check, cal: Calibration) -> Fit:
     """Does the predicted memory per device fit its capacity less the allocator margin; if not, what would."""
     need = format_metric("memory_gb", prediction.memory.total_gb)
-    overhead = f" (with {format_metric('memory_gb', prediction.memory.overhead_gb)} runtime overhead)"
+    overhead = (f" (with {format_metric('memory_gb', prediction.memory.overhead_gb)} runtime overhead)"
+                if prediction.memory.overhead_gb else "")
     cap: Capacity | None = device_capacity(cfg.hardware)
     if cap is None:
         return Fit(None, f"needs {need} per device; hardware={cfg.hardware.name} gives no memory_gb, so the fit "
