@@ -5,6 +5,7 @@ Run with `python -m pytest -q -m slurm`; where SLURM cannot be installed or star
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -166,6 +167,35 @@ def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_clu
     assert not any(str(p.get("tags.failure_reason")).startswith("interrupted") for p in parents.values()), parents
 
 
+def test_ctrl_c_cancels_the_sweeps_jobs_and_closes_its_parent_killed(slurm_cluster, cli):
+    """SIGINT to the sweep while one point hangs and the other waits for the cores: both jobs are
+    cancelled at once (not waited for), both runs KILLED saying so, the parent KILLED, exit 130."""
+    proc = start_sweep(cli, cli.uri, f"hydra.searchpath=[file://{POINTS_CONF}]", "+point=cancel,timeout",
+                       "hydra.launcher.timeout_min=10")
+    assert wait_for_hang(proc, cli.root / "sweep" / "0"), proc.communicate()[0][-4000:]
+    proc.send_signal(signal.SIGINT)
+    out = finish(proc, timeout=180, rc=130)
+    assert "SIGINT: cancelling the sweep's SLURM jobs (scancel" in out and "Traceback" not in out, out[-4000:]
+    runs = cli.runs()
+    parent, children = runs[runs["tags.mlflow.parentRunId"].isna()], runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert parent.status.iloc[0] == "KILLED", parent.T
+    assert parent["tags.failure_reason"].iloc[0].startswith("interrupted: parbench got SIGINT"), parent.T
+    assert len(children) == 2 and (children.status == "KILLED").all(), children.T
+    assert children["tags.failure_reason"].str.startswith("the sweep got SIGINT: parbench cancelled").all(), children.T
+    assert sorted(parent["tags.slurm.cancelled"].iloc[0].split(",")) == sorted(children["tags.slurm_job"])
+
+
+def wait_for_hang(proc: subprocess.Popen, job_dir: Path) -> bool:
+    """True once the point's rank hangs (its worker.log says so) while the sweep still runs."""
+    deadline = time.monotonic() + 400
+    while proc.poll() is None and time.monotonic() < deadline:
+        log = job_dir / "worker.log"
+        if log.exists() and "hangs at step" in log.read_text():
+            return True
+        time.sleep(1)
+    return False
+
+
 def test_refused_submission_is_one_line_a_failed_parent_and_a_nonzero_exit(slurm_cluster, cli):
     """A GPU request the local cluster has no gres for: sbatch refuses it; parbench says so in one line
     (no Hydra/submitit traceback), closes the sweep's parent FAILED with that reason, exits 2, and
@@ -203,13 +233,9 @@ def only_parent(cli: Cli):
 
 def cancel_when_running(proc: subprocess.Popen, job_dir: Path) -> bool:
     """scancel the point's job once its workers are running; True when it was cancelled."""
-    deadline = time.monotonic() + 400
-    while proc.poll() is None and time.monotonic() < deadline:
-        log = job_dir / "worker.log"
-        if log.exists() and "hangs at step" in log.read_text():
-            # submitit keeps each job's files in .submitit/<array>_<task>; the task is the job number
-            job = next(job_dir.parent.glob(f".submitit/*_{job_dir.name}")).name
-            subprocess.run(["scancel", job], check=True)
-            return True
-        time.sleep(1)
-    return False
+    if not wait_for_hang(proc, job_dir):
+        return False
+    # submitit keeps each job's files in .submitit/<array>_<task>; the task is the job number
+    job = next(job_dir.parent.glob(f".submitit/*_{job_dir.name}")).name
+    subprocess.run(["scancel", job], check=True)
+    return True

@@ -131,9 +131,12 @@ if SlurmLauncher is not None:
         def _outcome(self, job, end, overrides: list[str], point: tuple[str, dict[str, str]]) -> JobReturn:
             """The point's JobReturn; a failure is recorded in MLflow and returned as handled, so
             Hydra's sweeper goes on to the sweep's end (summary, parent run closed)."""
+            from parbench.launch.interrupt import INTERRUPTS
             from parbench.launch.slurm import wait_for_file
 
             failure = end.failure(int(self.params["timeout_min"]))
+            if failure is not None and end.state == "CANCELLED" and INTERRUPTS.signal:
+                failure = ("KILLED", f"the sweep got {INTERRUPTS.signal.name}: parbench cancelled its SLURM jobs")
             if failure is None and wait_for_file(job.paths.result_pickle, RESULT_WAIT_S):
                 # SLURM saw no failure: the job's own result says how the point went.
                 error = job.exception()

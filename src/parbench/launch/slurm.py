@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo, detect_gpus, resolve_hardware
 from parbench.config.schema import HardwareConfig
+from parbench.launch.interrupt import INTERRUPTS
 
 # squeue states after which a job runs no more (REQUEUED and COMPLETING are on the way elsewhere).
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "OUT_OF_MEMORY", "NODE_FAIL",
@@ -207,12 +208,17 @@ class JobWatcher:
         self.has_result = has_result
         self.states: dict[str, str] = {}
         self.missing = {job_id: 0 for job_id in labels}
+        self.arrays = sorted({job_id.split("_")[0] for job_id in labels})
+        self.cancelled = False
 
     def wait(self, max_interval_s: float = 30.0) -> dict[str, JobEnd]:
-        """Block until every job has ended; their ends, by job id."""
+        """Block until every job has ended; their ends, by job id. SIGINT/SIGTERM to the sweep cancels
+        its jobs, which then end (and are recorded) as any cancelled job."""
         ends: dict[str, JobEnd] = {}
         start = time.monotonic()
         while len(ends) < len(self.labels):
+            if INTERRUPTS.signal and not self.cancelled:
+                self.cancel()
             seen = self.poll()
             for job_id in self.labels.keys() - ends.keys():
                 state = seen.get(job_id)
@@ -220,13 +226,18 @@ class JobWatcher:
                 if state in ENDED or self._vanished(job_id, seen):
                     ends[job_id] = job_end(job_id) if state != "COMPLETED" else JobEnd("COMPLETED")
             if len(ends) < len(self.labels):
-                time.sleep(min(max_interval_s, 2 + (time.monotonic() - start) / 20))
+                _sleep_unless_interrupted(min(max_interval_s, 2 + (time.monotonic() - start) / 20))
         return ends
+
+    def cancel(self) -> None:
+        print(f"[parbench] {INTERRUPTS.signal.name}: cancelling the sweep's SLURM jobs (scancel "
+              f"{' '.join(self.arrays)})", flush=True)
+        _run(["scancel", *self.arrays])
+        self.cancelled = True
 
     def poll(self) -> dict[str, str]:
         """States by job id (one squeue call for the whole array), printing each change."""
-        arrays = sorted({job_id.split("_")[0] for job_id in self.labels})
-        out = _run(["squeue", "-h", "-r", "--states=all", "-j", ",".join(arrays), "-o", "%i|%T|%N|%M"])
+        out = _run(["squeue", "-h", "-r", "--states=all", "-j", ",".join(self.arrays), "-o", "%i|%T|%N|%M"])
         seen = {}
         for line in out.splitlines():
             job_id, state, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
@@ -245,6 +256,13 @@ class JobWatcher:
         if job_id in seen:
             return False
         return self.has_result(job_id) or self.missing[job_id] >= MISSING_POLLS
+
+
+def _sleep_unless_interrupted(seconds: float) -> None:
+    """time.sleep that ends early on SIGINT/SIGTERM (their handler only sets a flag)."""
+    deadline = time.monotonic() + seconds
+    while not INTERRUPTS.signal and time.monotonic() < deadline:
+        time.sleep(min(0.5, deadline - time.monotonic()))
 
 
 def wait_for_file(path: Path, timeout_s: float) -> bool:
