@@ -137,10 +137,12 @@ def test_failures_become_runs_with_their_reason_and_the_sweep_finishes(slurm_clu
     for cli in (points, limit):
         cli.root.mkdir()
     common = (f"hydra.searchpath=[file://{POINTS_CONF}]", "hydra.launcher.cpus_per_task=1", "workload.steps=20")
-    procs = [start_sweep(points, points.uri, *common, "+point=invalid,crash,job_error,cancel", "hydra.launcher.timeout_min=10"),
+    # invalid_points=record: the invalid point becomes a FAILED run instead of refusing the whole sweep.
+    procs = [start_sweep(points, points.uri, *common, "+point=invalid,crash,job_error,cancel", "invalid_points=record",
+                         "hydra.launcher.timeout_min=10"),
              start_sweep(limit, limit.uri, *common, "+point=timeout", "hydra.launcher.timeout_min=1")]
     cancelled = cancel_when_running(procs[0], points.root / "sweep" / "3")
-    outs = [finish(proc, timeout=720) for proc in procs]
+    outs = [finish(proc, timeout=720, rc=1) for proc in procs]  # no point finished
     assert cancelled, outs[0][-4000:]
     runs = {cli: cli.runs() for cli in (points, limit)}
     children = {row["tags.choice.point"]: row for cli in (points, limit) for _, row in runs[cli].iterrows()
