@@ -123,8 +123,9 @@ def test_sweep_runs_as_slurm_jobs_into_a_tracking_server(slurm_cluster, tracking
     assert "Sweep" in out and "FINISHED" in out and "Bypassing sacct error" not in out
 
     # Re-submitted, the same sweep runs nothing again: each point finds its FINISHED run (config hash).
-    again = finish(start_sweep(cli, tracking_server, "parallel=dp,fsdp", "hydra.launcher.timeout_min=10"), timeout=600)
-    assert "Skipped 2 point(s)" in again, again[-3000:]
+    again = finish(start_sweep(cli, tracking_server, "hardware=auto", "parallel=dp,fsdp", "hydra.launcher.timeout_min=10"),
+                   timeout=600)
+    assert "Reused 2 points that already had a FINISHED run" in again, again[-3000:]
     runs = mlflow.search_runs(search_all_experiments=True)
     assert len(runs[runs["tags.mlflow.parentRunId"].notna()]) == 2
 
