@@ -5,6 +5,8 @@ sweep are marked FAILED; an interrupted sweep closes its parent run as KILLED.""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -85,9 +87,28 @@ def close_sweep_or_defer(sweep_dir: Path, status: str | None = None, reason: str
         return 0
 
 
+def fail_sweep(sweep_dir: Path, reason: str) -> None:
+    """A sweep that ran no point (its cluster refused the jobs): the parent run FAILED with the reason,
+    tagged so `parbench report` passes over it when it looks for the latest sweep."""
+    from parbench.tracking.store import Store
+
+    parent = json.loads((sweep_dir / PARENT_FILE).read_text())
+    store = Store(parent["tracking_uri"], parent["experiment"])
+    store.set_tags(parent["run_id"], {"parbench.sweep": "refused", "failure_reason": reason})
+    store.close(parent["run_id"], "FAILED")
+
+
+def opened_here(sweep_dir: Path) -> bool:
+    """Whether this process opened the sweep's parent run; a job a cluster launcher runs elsewhere
+    (SLURM, submitit) leaves the parent to the sweep's own process."""
+    opener = json.loads((sweep_dir / PARENT_FILE).read_text()).get("opened_by")
+    return opener is None or opener == {"pid": os.getpid(), "host": socket.gethostname()}
+
+
 def stop_sweep(sweep_dir: Path | None) -> NoReturn:
-    """After SIGINT/SIGTERM: close the parent run as KILLED and exit without a traceback."""
-    if sweep_dir is not None and parent_run_id(sweep_dir):
+    """After SIGINT/SIGTERM: close the parent run as KILLED (where this process opened it) and exit
+    without a traceback."""
+    if sweep_dir is not None and parent_run_id(sweep_dir) and opened_here(sweep_dir):
         close_sweep_or_defer(sweep_dir, "KILLED", INTERRUPTS.reason())
     print(f"parbench: stopped by {INTERRUPTS.signal.name}; run the same command again to resume "
           "(points already FINISHED are skipped)", file=sys.stderr, flush=True)
@@ -119,7 +140,9 @@ class MlflowSweepCallback(Callback):
         run_id = store.create_run(name, {"parbench.sweep": "true", "overrides": overrides,
                                          "sweep_dir": str(sweep_dir.resolve()), **process_tags()})
         (sweep_dir / PARENT_FILE).write_text(json.dumps({"run_id": run_id, "tracking_uri": store.uri,
-                                                         "experiment": config.tracking.experiment}))
+                                                         "experiment": config.tracking.experiment,
+                                                         "opened_by": {"pid": os.getpid(),
+                                                                       "host": socket.gethostname()}}))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
