@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | record | record8b | window8b | oom | deepspeed | startup   (see each below; decode takes benchmarks/decode_mbu.py's options)
+# scaling | record | record8b | window8b | oom | deepspeed | startup | reuse | families   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -59,6 +59,14 @@ PY
 seconds() {  # seconds LABEL COMMAND...: the command's wall time (its output dropped)
   local t0; t0=$(date +%s.%N); "${@:2}" >/dev/null 2>&1
   echo "$1: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s"
+}
+stamped() {  # stamped NAME OVERRIDES...: a sweep whose every console line carries its second since the start
+  local name=$1; shift
+  echo "== $name: python -m parbench -m $*" | tee -a "$W/commands.txt"
+  python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" 2>&1 \
+    | python -u -c "import sys, time; t0 = time.time(); [print(f'{time.time() - t0:8.2f} {l}', end='', flush=True) for l in sys.stdin]" \
+    | tee "$W/$name.log" | grep -v "\] step .*(warmup\|measure\|profile)"
+  pack
 }
 profile_worker() {  # profile_worker JOB_DIR NAME: a finished job's worker run again in this process (one rank)
   # under cProfile: $W/NAME.txt lists the calls by cumulative time (imports, process group, model, steps).
@@ -247,6 +255,33 @@ PY
     python -m parbench "${INF7[@]}" hydra.run.dir="$W/build7b" tracking.uri="sqlite:///$W/mlflow.db" "$@" 2>&1 \
       | grep -E "model ready|FINISHED|FAILED|model_build"; pack
     profile_worker "$W/build7b" worker_7b
+    ;;
+  reuse)  # 1 GPU (issue 27): llama2_7b compiled decode, batch 4, over input/output lengths: the first point
+    # compiles, the others load the compiled steps from compile_cache (tags compile_cache, compile_key;
+    # first_batch_s, model_build_s, TPOT, MBU per point). INPUTS/OUTPUTS narrow the grid.
+    stamped reuse workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.batch_size=4 \
+      workload.input_len="${INPUTS:-64,128,512}" workload.output_len="${OUTPUTS:-32}" workload.warmup=1 \
+      workload.repeats=5 workload.profile=false resume=false "$@"
+    python - "$W" <<'PY' | tee "$W/reuse.txt"
+import sys
+import mlflow
+mlflow.set_tracking_uri(f"sqlite:///{sys.argv[1]}/mlflow.db")
+runs = mlflow.search_runs(search_all_experiments=True, order_by=["start_time"])
+runs = runs[runs["tags.mlflow.parentRunId"].notna() & runs["tags.workload"].eq("inference")] if "tags.workload" in runs else runs
+for _, r in runs.iterrows():
+    m = lambda k: r.get(f"metrics.{k}", float("nan"))
+    print(f"{r['tags.mlflow.runName']}: {r['status']} cache {r.get('tags.compile_cache')} (hits {m('compile_cache_hits'):.0f}, "
+          f"misses {m('compile_cache_misses'):.0f}) first batch {m('first_batch_s'):.1f} s, build {m('model_build_s'):.2f} s, "
+          f"TPOT {1000 * m('tpot_s_p50'):.3f} ms, MBU {100 * m('mbu'):.1f} %, key {r.get('tags.compile_key')}")
+PY
+    ;;
+  families)  # 1 GPU (issue 27): qwen3_1_7b against llama3_2_1b (eager, seq 2048, batch 4; selective AC for
+    # qwen3 as in the issue), then the compiled default path of the 1B comparison (seq 4096, batch 2).
+    COMMON=(hardware.gpus_per_node=1 workload.warmup_steps=3 workload.steps=10 profile.enabled=false)
+    stamped families "${COMMON[@]}" workload.seq_len=2048 workload.batch_size=4 model=llama3_2_1b,qwen3_1_7b "$@"
+    stamped qwen3_selective "${COMMON[@]}" workload.seq_len=2048 workload.batch_size=4 model=qwen3_1_7b \
+      workload.activation_checkpointing=selective "$@"
+    stamped compiled1b "${COMMON[@]}" "${L1B[@]}" workload.seq_len=4096 workload.batch_size=2 workload.compile=true "$@"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac
