@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models.build import init_dense
+from parbench.models.build import embedding, init_dense
 from parbench.models.kv_cache import KVCache, LayerKVCache
 from parbench.models.moe import MoE
 
@@ -172,7 +172,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
-        self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.tok_embeddings = embedding(cfg.vocab, cfg.hidden)
         # A dict keyed by layer index keeps parameter names stable when a pipeline stage drops layers.
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.layers)})
         self.norm = RMSNorm(cfg.hidden, eps=cfg.norm_eps)

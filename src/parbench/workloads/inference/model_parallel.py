@@ -39,7 +39,7 @@ class VocabParallelEmbedding(nn.Embedding):
 
     def __init__(self, vocab: int, hidden: int, group: dist.ProcessGroup):
         size = group.size()
-        super().__init__(vocab // size, hidden, device="meta")
+        super().__init__(vocab // size, hidden, _weight=torch.empty(vocab // size, hidden, device="meta"))  # no init: see build.embedding
         self.start, self.group = group.rank() * (vocab // size), group
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
