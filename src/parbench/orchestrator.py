@@ -6,6 +6,7 @@ so a config that cannot work is refused in about a second."""
 from __future__ import annotations
 
 import sys
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,10 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         return {}
     if job.run is not None:
         job.run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
+    # Beside torchrun's start, not before it: collecting imports torch (seconds where the bytecode is not kept).
+    topology = threading.Thread(target=record_topology, args=(job.run, ctx.job_dir), daemon=True)
     if job.run is not None and cfg.hardware.device_type == "cuda":
-        record_topology(job.run, ctx.job_dir)
+        topology.start()
     print(f"[parbench] {ctx.name}: {plural(plan['world_size'], 'rank')} on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
@@ -104,6 +107,8 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
                                ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
                                cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
+    if topology.is_alive():
+        topology.join()
     if not node.is_main:
         return {}
     metrics = job.finish(outcome, plan.get("prediction"))
@@ -116,8 +121,8 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
 
 
 def record_topology(run, job_dir: Path) -> None:
-    """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, before launch,
-    so a run that crashes still has them."""
+    """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, while the job
+    starts, so a run that crashes still has them."""
     from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
     found = collect_topology()

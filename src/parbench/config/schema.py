@@ -200,3 +200,6 @@ class Config:
     # Modules imported before the config is checked, in the orchestrator and on every rank: they
     # register strategies, workloads or model families of your own (docs/contributing.md).
     plugins: List[str] = field(default_factory=list)
+    # torch.compile's on-disk caches, one folder per compiled step (workloads/compile_cache.py): a point
+    # whose step was compiled before loads it; null: torch's default (/tmp/torchinductor_<user>).
+    compile_cache: Optional[str] = "outputs/compile_cache"
