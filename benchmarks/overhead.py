@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-LAUNCH = re.compile(r"^\[parbench\] (.+): \d+ ranks on ")
+LAUNCH = re.compile(r"^\[parbench\] (.+): [\d,]+ ranks? on ")
 RANK = re.compile(r"^\[parbench\] rank (\d+) \+[\d.]+s (.*)")
 STEP = re.compile(r"^\[parbench\] step ")
 DONE = re.compile(r"^== .+: (FINISHED|FAILED)")
