@@ -20,32 +20,47 @@ WAIT_FRAMES = ("torch/distributed/", "torch/nn/parallel/", "torch/autograd/", "d
 ENTRY_FRAME = "parbench/worker.py"
 
 
+# Before the first step line (start-up: loading, exporting, vLLM compiling and capturing graphs) the
+# watchdog waits this many times launch.stall_timeout_s for any output line at all.
+STARTUP_FACTOR = 3
+
+
 class Progress:
-    """Step lines seen so far; the stall limit grows with the slowest step (10x), never below the floor."""
+    """Output seen so far. Once steps began: a stall is no new step line for limit_s, which grows with
+    the slowest step (10x), never below the floor. Before the first step: no output line at all for
+    STARTUP_FACTOR x the floor (start-up prints phase lines; a silent one is stuck, e.g. in a rendezvous)."""
 
     def __init__(self, stall_floor_s: float):
         self.floor = stall_floor_s
         self.step, self.total = 0, 0
-        self.last = time.monotonic()
+        self.last = self.last_output = time.monotonic()
         self.slowest = 0.0
 
     def see(self, line: str) -> None:
+        now = time.monotonic()
+        self.last_output = now
         match = STEP_LINE.search(line)
         if match:
-            now = time.monotonic()
             if self.step:
                 self.slowest = max(self.slowest, now - self.last)
             self.step, self.total, self.last = int(match.group(1)), int(match.group(2)), now
 
     @property
+    def starting(self) -> bool:
+        return self.step == 0
+
+    @property
     def limit_s(self) -> float:
-        return max(self.floor, 10 * self.slowest)
+        return STARTUP_FACTOR * self.floor if self.starting else max(self.floor, 10 * self.slowest)
 
     def stalled(self) -> bool:
-        """Steps began and are not all done, and none came for limit_s (the summary after the
-        last step may take long: the overall launch.timeout_s covers it)."""
-        armed = self.floor > 0 and 0 < self.step < self.total
-        return armed and time.monotonic() - self.last > self.limit_s
+        """Start-up went silent for limit_s, or steps began, are not all done, and none came for
+        limit_s (the summary after the last step may take long: the overall launch.timeout_s covers it)."""
+        if self.floor <= 0:
+            return False
+        if self.starting:
+            return time.monotonic() - self.last_output > self.limit_s
+        return self.step < self.total and time.monotonic() - self.last > self.limit_s
 
 
 def _innermost(stack_text: str) -> tuple[str, str, str] | None:

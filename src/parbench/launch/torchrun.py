@@ -15,7 +15,7 @@ from pathlib import Path
 from parbench.config.schema import Config
 from parbench.launch.cluster import NodeInfo
 from parbench.launch.diagnose import MemoryFacts, failure_reason, oom_kill_count
-from parbench.launch.hang import Progress, describe_hang
+from parbench.launch.hang import STARTUP_FACTOR, Progress, describe_hang
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.processes import die_with_parent, end_tree
 
@@ -87,6 +87,9 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
     if ended == "timeout":
         reason = (f"hung: timed out after {timeout_s:.0f}s (launch.timeout_s): {hang}; look at the log tail, "
                   "or raise launch.timeout_s if the job is only slow")
+    elif ended == "stall" and progress.starting:
+        reason = (f"hung: no output for {progress.limit_s:.0f}s during start-up, before the first step "
+                  f"({STARTUP_FACTOR} x launch.stall_timeout_s): {hang}")
     elif ended == "stall":
         reason = (f"hung: no new step for {progress.limit_s:.0f}s after step {progress.step}/{progress.total} "
                   f"(launch.stall_timeout_s): {hang}")
