@@ -98,21 +98,23 @@ case $SUITE in
     ;;
   vllm)  # 1 GPU (issue 28): vLLM (0.26.0 with torch 2.11) with its own defaults (compiled, CUDA graphs) on
     # llama3_2_1b, dummy weights. agree: parbench's TTFT/TPOT against vLLM's own LLM.generate timings at the
-    # centre (in1024 bs16 out128, profiled); grid: the other 2 points of each axis (input, batch, output);
+    # centre (in1024 bs16 out128, profiled); input_len, batch, output_len: the other 2 points of each axis;
     # native: parbench's engine on the input axis; tokens: vLLM with the seeded weights at in256 against
-    # native's tokens; 7b: llama2_7b at the centre. SWEEPS narrows (e.g. SWEEPS="grid native").
+    # native's tokens; 7b: llama2_7b at the centre. SWEEPS narrows (e.g. SWEEPS="batch native").
     V1B=(workload=inference model=llama3_2_1b hardware.gpus_per_node=1 workload.repeats=5 launch.timeout_s=600)
     CENTRE=(workload.input_len=1024 workload.batch_size=16 workload.output_len=128)
-    for s in ${SWEEPS:-agree grid native tokens 7b}; do
+    for s in ${SWEEPS:-agree input_len batch output_len native tokens 7b}; do
       case $s in
         agree) echo "== agree: python benchmarks/vllm_agreement.py $W/agree ${V1B[*]} ${CENTRE[*]}" | tee -a "$W/commands.txt"
                python benchmarks/vllm_agreement.py "$W/agree" "${V1B[@]}" "${CENTRE[@]}" tracking.uri="sqlite:///$W/mlflow.db" \
                  "$@" 2>&1 | tee "$W/agree.log" | grep -v "^\[parbench\] step"; pack ;;
-        grid) NOPROF=("${V1B[@]}" workload.engine=vllm workload.profile=false "$@")
-              sweep input_len "${NOPROF[@]}" workload.input_len=256,4096 workload.batch_size=16 workload.output_len=128
-              sweep batch "${NOPROF[@]}" workload.input_len=1024 workload.batch_size=4,64 workload.output_len=128
-              sweep output_len "${NOPROF[@]}" workload.input_len=1024 workload.batch_size=16 workload.output_len=32,512 ;;
-        native) sweep native "${V1B[@]}" workload.engine=native workload.profile=false workload.input_len=256,1024,4096 \
+        input_len|batch|output_len) NOPROF=("${V1B[@]}" workload.engine=vllm workload.profile=false "$@")
+              case $s in  # GRID_* narrow an axis (e.g. GRID_BATCHES=64 to redo one point)
+                input_len) sweep input_len "${NOPROF[@]}" workload.input_len="${GRID_INPUTS:-256,4096}" workload.batch_size=16 workload.output_len=128 ;;
+                batch) sweep "batch${TAG:-}" "${NOPROF[@]}" workload.input_len=1024 workload.batch_size="${GRID_BATCHES:-4,64}" workload.output_len=128 ;;
+                output_len) sweep output_len "${NOPROF[@]}" workload.input_len=1024 workload.batch_size=16 workload.output_len="${GRID_OUTPUTS:-32,512}" ;;
+              esac ;;
+        native) sweep native "${V1B[@]}" workload.engine=native workload.profile=false workload.input_len="${NATIVE_INPUTS:-256,1024,4096}" \
                   workload.batch_size=16 workload.output_len=128 "$@" ;;
         tokens) sweep tokens "${V1B[@]}" workload.engine=vllm workload.vllm.weights=seeded workload.profile=false \
                   workload.input_len=256 workload.batch_size=16 workload.output_len=128 "$@"

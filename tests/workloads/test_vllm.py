@@ -202,7 +202,7 @@ def test_vllm_refusals_and_failures_through_the_cli(cli, tmp_path):
 @pytest.mark.parametrize("kernel, category", [
     ("void flash::FlashAttnFwdSm90<cutlass::bfloat16_t>", "attention"), ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA", "matmul"),
     ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "norm"), ("void vllm::act_and_mul_kernel<silu>", "activation"),
-    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", "attention"), ("triton_poi_fused_0", "fused (compiled)"),
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", "attention"), ("triton_poi_fused_0", "fused"),
     ("void at::native::reduce_kernel<512, 1, ReduceOp<ArgMaxOps<float>>>", "sampling"), ("ncclDevKernel_AllReduce", None)])
 def test_compiled_graph_kernels_get_a_category_from_their_name(kernel, category):
     """vLLM's compiled graph on a GPU records kernels but no module ranges: their names tell the category."""

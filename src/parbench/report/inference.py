@@ -39,7 +39,7 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["layout"] = "tp" + done["tp"].astype(str) + "_pp" + done["pp"].astype(str)
     if "params.workload.engine" in done:  # both engines in one sweep: their series apart
         other = done["params.workload.engine"].fillna("native") != "native"
-        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"] + "_" + done.loc[other, "layout"]
+        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"].astype(str) + "_" + done.loc[other, "layout"].astype(str)
     done["decode_mode"] = decode_modes(done)
     fast = done["decode_mode"] != "eager"
     done.loc[fast, "layout"] += "_" + done.loc[fast, "decode_mode"]
@@ -145,7 +145,8 @@ def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                     rows.append({"against": axis, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
                                  "slope_s_per_unit": line.slope, "intercept_s": line.intercept, "r2": line.r2,
                                  "points": line.points})
-    data = pd.DataFrame(rows)
+    data = pd.DataFrame(rows, columns=["against", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "intercept_s",
+                                       "r2", "points"])
     if data.empty:
         return data, data
     held = lambda name: data[name].map(lambda v: "-" if pd.isna(v) else str(int(v)))
@@ -232,9 +233,10 @@ def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     if not data.empty:
         section.add(Table(shown, data, "inference_fits.csv",
                           "Least-squares lines of latency against input length, batch size and output length "
-                          "(one axis at a time, the other two held: '-' marks the axis)"),
-                    Figure(plot_latency_vs_input(done, out / "inference_latency_vs_input.png"),
-                           "TTFT and E2E (s) against input length (tokens), points measured, lines fitted"))
+                          "(one axis at a time, the other two held: '-' marks the axis)"))
+    plot = plot_latency_vs_input(done, out / "inference_latency_vs_input.png")
+    if plot is not None:
+        section.add(Figure(plot, "TTFT and E2E (s) against input length (tokens), points measured, lines fitted"))
     shown, data = percentile_table(done)
     section.add(Table(shown, data, "inference_percentiles.csv", "Latency percentiles over requests"))
     overhead = scaling_table(done)

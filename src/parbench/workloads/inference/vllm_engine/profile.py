@@ -26,14 +26,15 @@ CATEGORY_ENDINGS = (("Attention", "attention"), ("MLP", "mlp"), ("MoE", "mlp"), 
 
 # GPU kernel name fragments (lower case) -> op category, first match wins, for kernels of vLLM's compiled
 # graph (no module ranges there): FlashAttention and the KV cache write, cuBLAS/CUTLASS GEMMs (the
-# projections and the MLP together: the graph does not say which), vLLM's and Inductor's fused kernels.
+# projections and the MLP together: the graph does not say which), vLLM's and Inductor's fused kernels
+# (category names become metric names: letters, digits and underscores only).
 KERNEL_CATEGORIES = ((("flash", "fmha", "attn", "reshape_and_cache", "paged"), "attention"),
                      (("gemm", "nvjet", "xmma", "cutlass", "cublas", "matmul"), "matmul"),
                      (("rms_norm", "rmsnorm", "layer_norm", "layernorm", "rsqrt"), "norm"),
                      (("act_and_mul", "silu", "gelu"), "activation"), (("rotary",), "rotary"),
                      (("argmax", "sampl", "topk", "sort"), "sampling"),
                      (("embedding", "index_select", "indexselect"), "embedding"),
-                     (("triton_",), "fused (compiled)"), (("memcpy", "memset", "copy"), "memory"))
+                     (("triton_",), "fused"), (("memcpy", "memset", "copy"), "memory"))
 
 
 def kernel_category(name: str) -> str | None:
