@@ -1,4 +1,5 @@
-"""A hung job: no new step line for a while (a watchdog on rank 0's progress), and which rank
+"""A hung job: no output for a while (start-up, summary) or no new step line once steps began (a
+watchdog on the workers' progress), and which rank
 stopped: a stopped process (SIGSTOP) from /proc, else each rank's Python stack, which the worker
 dumps on SIGUSR1 (faulthandler), to tell the rank outside a collective from those waiting in one."""
 
@@ -20,47 +21,50 @@ WAIT_FRAMES = ("torch/distributed/", "torch/nn/parallel/", "torch/autograd/", "d
 ENTRY_FRAME = "parbench/worker.py"
 
 
-# Before the first step line (start-up: loading, exporting, vLLM compiling and capturing graphs) the
-# watchdog waits this many times launch.stall_timeout_s for any output line at all.
-STARTUP_FACTOR = 3
-
-
 class Progress:
-    """Output seen so far. Once steps began: a stall is no new step line for limit_s, which grows with
-    the slowest step (10x), never below the floor. Before the first step: no output line at all for
-    STARTUP_FACTOR x the floor (start-up prints phase lines; a silent one is stuck, e.g. in a rendezvous)."""
+    """Output and step lines seen so far; the stall limit grows with the slowest step (10x), never
+    below the floor."""
 
     def __init__(self, stall_floor_s: float):
         self.floor = stall_floor_s
         self.step, self.total = 0, 0
         self.last = self.last_output = time.monotonic()
+        self.last_line = ""
         self.slowest = 0.0
 
     def see(self, line: str) -> None:
-        now = time.monotonic()
-        self.last_output = now
+        if line.strip():
+            self.last_output, self.last_line = time.monotonic(), line.strip()
         match = STEP_LINE.search(line)
         if match:
+            now = time.monotonic()
             if self.step:
                 self.slowest = max(self.slowest, now - self.last)
             self.step, self.total, self.last = int(match.group(1)), int(match.group(2)), now
 
     @property
-    def starting(self) -> bool:
-        return self.step == 0
+    def limit_s(self) -> float:
+        return max(self.floor, 10 * self.slowest)
 
     @property
-    def limit_s(self) -> float:
-        return STARTUP_FACTOR * self.floor if self.starting else max(self.floor, 10 * self.slowest)
+    def stepping(self) -> bool:
+        return 0 < self.step < self.total
 
     def stalled(self) -> bool:
-        """Start-up went silent for limit_s, or steps began, are not all done, and none came for
-        limit_s (the summary after the last step may take long: the overall launch.timeout_s covers it)."""
+        """While steps run: no new step for limit_s; before the first (model build, process group,
+        compile) and after the last: no output line at all for limit_s."""
         if self.floor <= 0:
             return False
-        if self.starting:
-            return time.monotonic() - self.last_output > self.limit_s
-        return self.step < self.total and time.monotonic() - self.last > self.limit_s
+        since = self.last if self.stepping else self.last_output
+        return time.monotonic() - since > self.limit_s
+
+    def describe(self) -> str:
+        """Where the stall happened, for the failure reason."""
+        if self.stepping:
+            return f"no new step for {self.limit_s:.0f}s after step {self.step}/{self.total}"
+        phase = "after the last step" if self.step else "during start-up"
+        last = f" (last line: {self.last_line[:120]!r})" if self.last_line else " (no output at all)"
+        return f"no output for {self.limit_s:.0f}s {phase}{last}"
 
 
 def _innermost(stack_text: str) -> tuple[str, str, str] | None:
