@@ -127,6 +127,34 @@ case $SUITE in
       esac
     done
     ;;
+  vllm)  # 1 GPU (issue 28): vLLM (0.26.0 with torch 2.11) with its own defaults (compiled, CUDA graphs) on
+    # llama3_2_1b, dummy weights. agree: parbench's TTFT/TPOT against vLLM's own LLM.generate timings at the
+    # centre (in1024 bs16 out128, profiled); input_len, batch, output_len: the other 2 points of each axis;
+    # native: parbench's engine on the input axis; tokens: vLLM with the seeded weights at in256 against
+    # native's tokens; 7b: llama2_7b at the centre. SWEEPS narrows (e.g. SWEEPS="batch native").
+    V1B=(workload=inference model=llama3_2_1b hardware.gpus_per_node=1 workload.repeats=5 launch.timeout_s=600)
+    CENTRE=(workload.input_len=1024 workload.batch_size=16 workload.output_len=128)
+    for s in ${SWEEPS:-agree input_len batch output_len native tokens 7b}; do
+      case $s in
+        agree) echo "== agree: python benchmarks/vllm_agreement.py $W/agree ${V1B[*]} ${CENTRE[*]}" | tee -a "$W/commands.txt"
+               python benchmarks/vllm_agreement.py "$W/agree" "${V1B[@]}" "${CENTRE[@]}" tracking.uri="sqlite:///$W/mlflow.db" \
+                 "$@" 2>&1 | tee "$W/agree.log" | grep -v "^\[parbench\] step"; pack ;;
+        input_len|batch|output_len) NOPROF=("${V1B[@]}" workload.engine=vllm workload.profile=false "$@")
+              case $s in  # GRID_* narrow an axis (e.g. GRID_BATCHES=64 to redo one point)
+                input_len) sweep input_len "${NOPROF[@]}" workload.input_len="${GRID_INPUTS:-256,4096}" workload.batch_size=16 workload.output_len=128 ;;
+                batch) sweep "batch${TAG:-}" "${NOPROF[@]}" workload.input_len=1024 workload.batch_size="${GRID_BATCHES:-4,64}" workload.output_len=128 ;;
+                output_len) sweep output_len "${NOPROF[@]}" workload.input_len=1024 workload.batch_size=16 workload.output_len="${GRID_OUTPUTS:-32,512}" ;;
+              esac ;;
+        native) sweep native "${V1B[@]}" workload.engine=native workload.profile=false workload.input_len="${NATIVE_INPUTS:-256,1024,4096}" \
+                  workload.batch_size=16 workload.output_len=128 "$@" ;;
+        tokens) sweep tokens "${V1B[@]}" workload.engine=vllm workload.vllm.weights=seeded workload.profile=false \
+                  workload.input_len=256 workload.batch_size=16 workload.output_len=128 "$@"
+                python benchmarks/compare_tokens.py --against "$W/native/0" "$W/tokens/0" | tee "$W/tokens.txt"; pack ;;
+        7b) sweep 7b workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.engine=vllm workload.repeats=3 \
+              launch.timeout_s=600 "${CENTRE[@]}" "$@" ;;
+      esac
+    done
+    ;;
   decode)  # 1 GPU: llama2_7b decode TPOT/MBU per decode variant and batch (1/8/32/64), prefill MFU (~10 min)
     echo "== decode: python benchmarks/decode_mbu.py $*" | tee -a "$W/commands.txt"
     python benchmarks/decode_mbu.py --json "$W/decode_mbu.json" "$@" 2>&1 | tee "$W/decode_mbu.log" \

@@ -39,7 +39,7 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["layout"] = "tp" + done["tp"].astype(str) + "_pp" + done["pp"].astype(str)
     if "params.workload.engine" in done:  # both engines in one sweep: their series apart
         other = done["params.workload.engine"].fillna("native") != "native"
-        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"] + "_" + done.loc[other, "layout"]
+        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"].astype(str) + "_" + done.loc[other, "layout"].astype(str)
     done["decode_mode"] = decode_modes(done)
     fast = done["decode_mode"] != "eager"
     done.loc[fast, "layout"] += "_" + done.loc[fast, "decode_mode"]
@@ -125,24 +125,36 @@ def percentile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return shown, data
 
 
+# Each axis of the latency grid: the two held fixed along its lines, and the latencies fitted against it.
+FIT_AXES = {"input_len": (("batch_size", "output_len"), ("ttft_s_p50", "e2e_s_p50")),
+            "batch_size": (("input_len", "output_len"), ("ttft_s_p50", "tpot_s_p50", "e2e_s_p50")),
+            "output_len": (("input_len", "batch_size"), ("e2e_s_p50",))}
+AXIS_UNITS = {"input_len": "input token", "batch_size": "request", "output_len": "output token"}
+AXIS_NAMES = {"input_len": "input length", "batch_size": "batch size", "output_len": "output length"}
+
+
 def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A line per (layout, batch, output length) and metric with 2 input lengths or more."""
+    """A line per axis (input length, batch, output length), layout, values of the other two axes
+    and metric, where the axis has 2 values or more."""
     rows = []
-    for (layout, batch, out_len), group in runs.groupby(["layout", "batch_size", "output_len"]):
-        for metric in ("ttft_s_p50", "e2e_s_p50"):
-            line = fit_line(group["input_len"], group[f"metrics.{metric}"])
-            if line is not None:
-                rows.append({"layout": layout, "batch_size": batch, "output_len": out_len, "metric": metric,
-                             "slope_s_per_token": line.slope, "intercept_s": line.intercept, "r2": line.r2,
-                             "points": line.points})
-    data = pd.DataFrame(rows)
+    for axis, (fixed, metrics) in FIT_AXES.items():
+        for (layout, *held), group in runs.groupby(["layout", *fixed]):
+            for metric in metrics:
+                line = fit_line(group[axis], group[f"metrics.{metric}"])
+                if line is not None:
+                    rows.append({"against": axis, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
+                                 "slope_s_per_unit": line.slope, "intercept_s": line.intercept, "r2": line.r2,
+                                 "points": line.points})
+    data = pd.DataFrame(rows, columns=["against", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "intercept_s",
+                                       "r2", "points"])
     if data.empty:
         return data, data
-    shown = pd.DataFrame({"layout": data["layout"], "batch": data["batch_size"].map(str),
-                          "output": data["output_len"].map(str),
-                          "latency": data["metric"].map({"ttft_s_p50": "TTFT", "e2e_s_p50": "E2E"}),
-                          "slope": data["slope_s_per_token"].map(lambda v: fmt.seconds(v) + " / token"),
-                          "per 1,000 tokens": (1000 * data["slope_s_per_token"]).map(fmt.seconds),
+    held = lambda name: data[name].map(lambda v: "-" if pd.isna(v) else str(int(v)))
+    shown = pd.DataFrame({"against": data["against"].map(AXIS_NAMES),
+                          "layout": data["layout"], "input": held("input_len"), "batch": held("batch_size"),
+                          "output": held("output_len"),
+                          "latency": data["metric"].map({"ttft_s_p50": "TTFT", "tpot_s_p50": "TPOT", "e2e_s_p50": "E2E"}),
+                          "slope": [fmt.seconds(v) + f" / {AXIS_UNITS[a]}" for v, a in zip(data["slope_s_per_unit"], data["against"])],
                           "intercept": data["intercept_s"].map(fmt.seconds), "R²": data["r2"].map(lambda v: f"{v:.3f}"),
                           "points": data["points"].map(str)})
     return shown, data
@@ -220,9 +232,11 @@ def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     shown, data = fit_table(done)
     if not data.empty:
         section.add(Table(shown, data, "inference_fits.csv",
-                          "Least-squares lines of latency against input length (slope per input token)"),
-                    Figure(plot_latency_vs_input(done, out / "inference_latency_vs_input.png"),
-                           "TTFT and E2E (s) against input length (tokens), points measured, lines fitted"))
+                          "Least-squares lines of latency against input length, batch size and output length "
+                          "(one axis at a time, the other two held: '-' marks the axis)"))
+    plot = plot_latency_vs_input(done, out / "inference_latency_vs_input.png")
+    if plot is not None:
+        section.add(Figure(plot, "TTFT and E2E (s) against input length (tokens), points measured, lines fitted"))
     shown, data = percentile_table(done)
     section.add(Table(shown, data, "inference_percentiles.csv", "Latency percentiles over requests"))
     overhead = scaling_table(done)
