@@ -22,7 +22,7 @@ from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.params import param_counts
-from parbench.predict.step import typical_gemm_flops
+from parbench.predict.costs import typical_gemm_flops
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
 

@@ -15,6 +15,7 @@ from parbench.models import ParamCounts, counts_from_sizes
 
 Shape = tuple[int, ...]
 Named = list[tuple[str, Shape]]
+FP32 = 4
 
 
 def _attention(m: ModelConfig, bias: bool) -> Named:
@@ -117,3 +118,10 @@ def dim0_shard(named: Named, ranks: int) -> int:
     """Elements one rank holds when every parameter is sharded on dim 0 over `ranks` (FSDP2's
     layout): ceil(rows / ranks) rows each, so the first ranks hold the padded share."""
     return sum(math.ceil(s[0] / ranks) * numel(s[1:]) for _, s in named)
+
+
+def tp_split(named: Named, tp: int, ep: int = 1) -> Named:
+    """A block's or the embeddings' parameters on one tp rank: matrices split tp ways (norms
+    replicated); experts' stacked weights split ep ways."""
+    return [(n, (s[0] // ep, *s[1:]) if ".experts." in n else ((s[0] // tp, *s[1:]) if len(s) > 1 else s))
+            for n, s in named]

@@ -1,0 +1,108 @@
+"""The model's terms fitted from the training runs `parbench calibrate` makes, one term per run, in
+an order where each run adds one unknown to what the earlier ones fixed:
+
+    eager_long       seq x4, batch /4 (same tokens): what the longer sequence adds is attention -> its rate
+    eager_none       the rest of an eager step beyond GEMMs, attention, optimizer -> eager element-wise factor
+    compiled_none    the same for a compiled step -> compiled element-wise factor
+    <mode>_full/selective   the step beyond the mode's none run -> share of the forward it recomputes
+    host_2_layers    a tiny model's peak beyond its tensors -> the runtime's memory overhead
+    eager/compiled_full     peak beyond the states, the (small) saved block inputs -> bytes per logit
+    <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
+
+Every prediction is linear in the term being fitted (the term multiplies one part of the step or
+of the memory), so two predictions (term 0 and term 1) give the value that matches the run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from parbench.predict.calibration import Calibration, mode_key
+from parbench.predict.layout import Layout
+from parbench.predict.step import predict_step
+
+
+@dataclass(frozen=True)
+class Run:
+    """One calibration run: its layout and what it measured."""
+
+    layout: Layout
+    step_time_s: float
+    peak_gb: float
+
+
+Setter = Callable[[Calibration, float], Calibration]
+
+
+def step_time(layout: Layout, cal: Calibration) -> float:
+    return predict_step(layout, cal).step_time_s
+
+
+def peak_memory(layout: Layout, cal: Calibration) -> float:
+    return predict_step(layout, cal).memory.total_gb
+
+
+def solve(predicted: Callable[[Calibration], float], measured: float, cal: Calibration, setter: Setter) -> float:
+    """The value x of a term that the prediction (linear in x) needs to equal the measured figure."""
+    at0, at1 = predicted(setter(cal, 0.0)), predicted(setter(cal, 1.0))
+    return (measured - at0) / (at1 - at0) if at1 != at0 else math.nan
+
+
+def keyed(field: str, key: str) -> Setter:
+    """A setter of one entry of a per-mode dict of the calibration."""
+    return lambda cal, x: replace(cal, **{field: {**getattr(cal, field), key: x}})
+
+
+def seconds_per_attention_tflop(cal: Calibration, x: float) -> Calibration:
+    return replace(cal, attention_tflops=1 / x if x > 0 else math.inf)
+
+
+class Learner:
+    """Fits term after term into a calibration; a fit that comes out non-positive or non-finite
+    keeps the figure there was and says so in `notes`."""
+
+    def __init__(self, cal: Calibration, runs: dict[str, Run]):
+        self.cal, self.runs, self.notes = cal, runs, []
+
+    def fit(self, what: str, predicted: Callable[[Calibration], float], measured: float, setter: Setter) -> None:
+        x = solve(predicted, measured, self.cal, setter)
+        if math.isfinite(x) and x > 0:
+            self.cal = setter(self.cal, x)
+        else:
+            self.notes.append(f"{what}: the fit gave {x:.3g}, kept the figure there was")
+
+    def time_term(self, run: str, what: str, setter: Setter) -> None:
+        if run in self.runs:
+            r = self.runs[run]
+            self.fit(what, lambda cal: step_time(r.layout, cal), r.step_time_s, setter)
+
+    def memory_term(self, run: str, what: str, setter: Setter) -> None:
+        if run in self.runs:
+            r = self.runs[run]
+            self.fit(what, lambda cal: peak_memory(r.layout, cal), r.peak_gb, setter)
+
+    def attention(self) -> None:
+        """What the long-sequence run takes beyond the short one (the same tokens: only attention differs)."""
+        if "eager_long" in self.runs and "eager_none" in self.runs:
+            short, long_ = self.runs["eager_none"], self.runs["eager_long"]
+            self.fit("attention rate", lambda cal: step_time(long_.layout, cal) - step_time(short.layout, cal),
+                     long_.step_time_s - short.step_time_s, seconds_per_attention_tflop)
+
+
+def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
+    """The calibration with every term the runs measure fitted; notes on the terms kept."""
+    lr = Learner(cal, runs)
+    lr.attention()
+    for mode in ("eager", "compiled"):
+        lr.time_term(f"{mode}_none", f"{mode} element-wise factor", keyed("elementwise_factor", mode))
+        for ac in ("selective", "full"):
+            key = mode_key(mode == "compiled", ac)
+            lr.time_term(f"{mode}_{ac}", f"{key} recompute share", keyed("recompute", key))
+    lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
+    for mode in ("eager", "compiled"):
+        lr.memory_term(f"{mode}_full", f"{mode} bytes per logit", keyed("logits_bytes", mode))
+        for ac in ("none", "selective"):
+            key = mode_key(mode == "compiled", ac)
+            lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
+    return lr.cal, lr.notes
