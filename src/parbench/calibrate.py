@@ -31,27 +31,29 @@ from parbench.metrics.fits import fit_alpha_beta, fit_line
 from parbench.predict.calibration import (CALIBRATION_DIR, Calibration, LinkFit, calibration_for, save_calibration,
                                           user_calibration_dir)
 from parbench.predict.layout import Layout
-from parbench.predict.learn import Run, learn
+from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
 from parbench.predict.step import predict_step
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n}
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024]]", "membw_end": "64M",
-             "collectives_end": "4M", "model": ["model=tiny"], "seq": 64, "batch": 4}
+             "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
+             "infer": ["workload.input_len=32", "workload.output_len=8"]}
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
+HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=30", "profile.enabled=false", "parallel=dp"]
 FIT_ROUNDS = 6
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048]]",
-             "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b", "model.layers=8"],
-             "seq": 2048, "batch": 4}
+             "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
+             "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 8), "infer": ["workload.input_len=128", "workload.output_len=32"]}
 MEASURED_FILE = "measured.json"
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
     """The model's step eager and compiled under each checkpointing mode, and at a 4x longer sequence."""
-    base = ["workload=train", *s["model"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
+    base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
             "parallel=dp"]
     short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
     runs = {"eager_long": [*base, f"workload.seq_len={4 * s['seq']}", f"workload.batch_size={s['batch'] // 4}"]}
@@ -67,7 +69,7 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
     overlap to measure: those runs are left out and their figures kept."""
     s = CPU_SIZES if cfg.hardware.device_type == "cpu" else GPU_SIZES
     many = cfg.hardware.nodes * cfg.hardware.gpus_per_node > 1
-    profiled = ["workload=train", *s["model"], f"workload.seq_len={s['seq']}", "workload.batch_size=2",
+    profiled = ["workload=train", *s["model"], *s["depth"], f"workload.seq_len={s['seq']}", "workload.batch_size=2",
                 "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
     return {
         "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
@@ -76,11 +78,17 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],
             "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),
         **train_runs(s),
+        # The native engine at two depths: the host's share of prefill and of each decode step.
+        **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
+                                      "workload.batch_size=4", "workload.repeats=3", "workload.profile=false"]
+           for layers in s["infer_layers"]},
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
-        **{f"host_{layers}_layers": ["workload=train", "model=tiny", f"model.layers={layers}", "workload.seq_len=64",
-                                     "workload.batch_size=2", "workload.steps=30", "profile.enabled=false",
-                                     "parallel=dp"] for layers in HOST_LAYERS},
+        **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]
+           for name, layers in zip(HOST_RUNS, HOST_LAYERS)},
+        # and the deeper one compiled: a compiled block's dispatch per layer
+        "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
+                          "workload.compile=true"],
     }
 
 
@@ -182,10 +190,12 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg, results, base))
-    runs, hosts = measured_runs(overrides, results), {n: benchmark_layout(overrides, n) for n in HOST_RUNS}
+    runs = measured_runs(overrides, results)
+    hosts = {n: benchmark_layout(overrides, n) for n in (*HOST_RUNS, "host_compiled") if n in results}
     for _ in range(FIT_ROUNDS):
-        per_step, per_layer = fit_host(hosts, results, cal)
-        cal, learned = learn(replace(cal, host_s_per_step=per_step, host_s_per_layer=per_layer), runs)
+        cal, learned = learn(replace(cal, **fit_host(hosts, results, cal)), runs)
+    cal = learn_inference(cal, [InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
+                                for n, m in results.items() if n.startswith("infer_")])
     notes += learned
     return replace(cal, notes="; ".join(notes) or None), notes
 
@@ -202,19 +212,24 @@ def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, R
             for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 
-def fit_host(layouts: dict[str, Layout], results: dict[str, dict], cal: Calibration) -> tuple[float, float]:
-    """(seconds per step, per layer) of host dispatch from the tiny model at two depths: on a CPU,
-    what a step takes beyond the device model's time; on a GPU, all of it (the tiny model's kernels
-    finish long before the host dispatches the next)."""
-    host = {}
-    for layers, name in zip(HOST_LAYERS, HOST_RUNS):
-        layout = layouts[name]
-        on_cpu = layout.cfg.hardware.device_type == "cpu"
-        device = predict_step(layout, replace(cal, host_s_per_step=0.0, host_s_per_layer=0.0)).step_time_s
-        host[layers] = results[name]["step_time_s"] - (device if on_cpu else 0.0)
-    shallow, deep = HOST_LAYERS
-    per_layer = max(0.0, (host[deep] - host[shallow]) / (deep - shallow))
-    return max(0.0, host[shallow] - shallow * per_layer), per_layer
+def host_seconds_measured(layout: Layout, measured: float, cal: Calibration) -> float:
+    """A tiny model's step is all dispatch on a GPU (its kernels finish long before the host
+    dispatches the next); on a CPU, what it takes beyond the device model's time."""
+    if layout.cfg.hardware.device_type != "cpu":
+        return measured
+    bare = replace(cal, host_s_per_step=0.0, host_s_per_layer=0.0, host_s_per_layer_compiled=0.0)
+    return measured - predict_step(layout, bare).step_time_s
+
+
+def fit_host(layouts: dict[str, Layout], results: dict[str, dict], cal: Calibration) -> dict[str, float]:
+    """Host dispatch per step and per layer from the tiny model at two depths, and per compiled layer
+    from the deeper one compiled."""
+    host = {n: host_seconds_measured(layouts[n], results[n]["step_time_s"], cal) for n in layouts}
+    (shallow, deep), (low, high) = HOST_LAYERS, HOST_RUNS
+    per_layer = max(0.0, (host[high] - host[low]) / (deep - shallow))
+    per_step = max(0.0, host[low] - shallow * per_layer)
+    compiled = max(0.0, (host["host_compiled"] - per_step) / deep) if "host_compiled" in host else 0.0
+    return {"host_s_per_step": per_step, "host_s_per_layer": per_layer, "host_s_per_layer_compiled": compiled}
 
 
 def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
@@ -268,6 +283,7 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"

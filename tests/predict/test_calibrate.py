@@ -15,13 +15,15 @@ import pytest
 from parbench import calibrate
 from parbench.paths import CONF_DIR
 from parbench.predict.calibration import load_calibration, user_calibration_dir
+from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 
 ONE_CPU = ["hardware=cpu", "hardware.gpus_per_node=1"]
 TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, elementwise_factor={"eager": 2.5, "compiled": 1.2},
                 recompute={"eager/selective": 0.3, "eager/full": 0.9, "compiled/full": 0.8},
                 activation_scale={"eager/none": 1.3, "eager/selective": 1.1, "compiled/none": 0.7},
-                logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_layer=1e-3)
+                logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_layer=1e-3, host_s_per_layer_compiled=0.4e-3,
+                prefill_host_s={"per_step": 2e-3, "per_layer": 5e-4}, decode_host_s={"per_step": 1e-3, "per_layer": 1e-4})
 
 
 def synthetic_metrics(overrides: list[str], name: str) -> dict:
@@ -30,7 +32,11 @@ def synthetic_metrics(overrides: list[str], name: str) -> dict:
         return {f"matmul_tflops/{n}x{n}x{n}": TRUTH.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
     if name == "membw":
         return {"membw_gbps": TRUTH.membw_gbps}
-    p = predict_step(calibrate.benchmark_layout(overrides, name), TRUTH)
+    layout = calibrate.benchmark_layout(overrides, name)
+    if name.startswith("infer_"):
+        p = predict_inference(layout.cfg, layout.dims, TRUTH)
+        return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
+    p = predict_step(layout, TRUTH)
     return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb}
 
 
@@ -74,8 +80,10 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     cal, notes = calibrate.fit(cfg, overrides, results, load_calibration("cpu"))
     assert not [n for n in notes if "kept the figure" in n]
     assert cal.attention_tflops == pytest.approx(TRUTH.attention_tflops, rel=1e-2)
-    assert (cal.host_s_per_step, cal.host_s_per_layer) == pytest.approx((3e-3, 1e-3), rel=1e-2)
-    for field in ("elementwise_factor", "recompute", "activation_scale", "logits_bytes"):
+    assert (cal.host_s_per_step, cal.host_s_per_layer, cal.host_s_per_layer_compiled) == pytest.approx(
+        (3e-3, 1e-3, 0.4e-3), rel=1e-2)
+    for field in ("elementwise_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
+                  "decode_host_s"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
 
 

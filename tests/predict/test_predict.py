@@ -105,7 +105,8 @@ def test_host_dispatch_fit_recovers_its_parameters_and_adds_on_cpu_hides_on_gpu(
         layouts[f"host_{layers}_layers"] = layout = benchmark_layout(["hardware=cpu"], f"host_{layers}_layers")
         results[f"host_{layers}_layers"] = {"step_time_s": predict_step(layout, cal).step_time_s
                                             + 3e-3 + 0.5e-3 * layers}
-    assert fit_host(layouts, results, cal) == pytest.approx((3e-3, 0.5e-3))
+    fitted = fit_host(layouts, results, cal)
+    assert (fitted["host_s_per_step"], fitted["host_s_per_layer"]) == pytest.approx((3e-3, 0.5e-3))
     timed = replace(cal, host_s_per_step=3e-3, host_s_per_layer=0.5e-3)
     cpu = compose("hardware=cpu", "parallel=pp", "parallel.pp=2", "parallel.pp_microbatches=2")  # 1 layer per stage
     assert predict(cpu, validate(cpu, None), timed).host_s == pytest.approx(3e-3 + 0.5e-3 * 1 * 2)

@@ -51,6 +51,10 @@ SPEC_ATTENTION_EFFICIENCY = 0.6
 SPEC_ELEMENTWISE_FACTOR = {"eager": 3.0, "compiled": 1.0}
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
 SPEC_HOST_S = {"per_step": 2e-3, "per_layer": 2e-3}
+# Inference until measured: an eager prefill forward dispatches ~20 kernels per layer; a decode
+# step (a replayed CUDA graph) adds its launch, the sampling and the token's copy to the host.
+SPEC_PREFILL_HOST_S = {"per_step": 1e-3, "per_layer": 0.4e-3}
+SPEC_DECODE_HOST_S = {"per_step": 0.2e-3, "per_layer": 0.0}
 
 
 def mode_key(compiled: bool, checkpointing: str) -> str:
@@ -83,6 +87,7 @@ class Calibration:
     # dispatch): per step, plus per layer and micro-batch (forward, backward).
     host_s_per_step: float = 0.0
     host_s_per_layer: float = 0.0
+    host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
     attention_tflops: float = 0.0  # causal attention's achieved rate (0: SPEC_ATTENTION_EFFICIENCY x matmul)
     # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
     elementwise_factor: Dict[str, float] = field(default_factory=dict)
@@ -91,6 +96,10 @@ class Calibration:
     # Measured / modelled saved activations, by mode_key; the loss's bytes per logit, by eager/compiled.
     activation_scale: Dict[str, float] = field(default_factory=dict)
     logits_bytes: Dict[str, float] = field(default_factory=dict)
+    # Inference host time: an eager prefill's dispatch (hidden behind the device's work on a GPU)
+    # and what each decode step adds (launch, sampling, the token to the host), per step and per layer.
+    prefill_host_s: Dict[str, float] = field(default_factory=dict)
+    decode_host_s: Dict[str, float] = field(default_factory=dict)
     notes: Optional[str] = None
 
     @property
@@ -108,6 +117,11 @@ class Calibration:
     def attention_rate(self) -> float:
         """Causal attention's FLOP/s: measured, else the large-GEMM rate (a profile from before it was fitted)."""
         return 1e12 * (self.attention_tflops or self.matmul_tflops)
+
+    def inference_host(self, phase: str, layers: float) -> float:
+        """Host seconds of one prefill or decode step of a model with this many layers per rank."""
+        figures = self.prefill_host_s if phase == "prefill" else self.decode_host_s
+        return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
 
     def elementwise(self, compiled: bool) -> float:
         return self.elementwise_factor.get("compiled" if compiled else "eager", 1.0)
@@ -137,6 +151,8 @@ def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
     return Calibration(host_s_per_step=host["per_step"], host_s_per_layer=host["per_layer"],
         attention_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY * SPEC_ATTENTION_EFFICIENCY,
         elementwise_factor=dict(SPEC_ELEMENTWISE_FACTOR),
+        **({"prefill_host_s": dict(SPEC_PREFILL_HOST_S), "decode_host_s": dict(SPEC_DECODE_HOST_S)}
+           if hw.device_type != "cpu" else {}),
         hardware=hw.name, source="spec", dtype=dtype, matmul_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY,
         membw_gbps=hw.hbm_bandwidth_gbps * SPEC_MEMBW_EFFICIENCY,
         intra_node=LinkFit(SPEC_LATENCY_S["intra_node"], hw.link_bandwidth_gbps * SPEC_LINK_EFFICIENCY),

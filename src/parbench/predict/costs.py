@@ -71,12 +71,14 @@ def attention_seconds(layout: Layout, cal: Calibration) -> float:
 
 def elementwise_bytes(layout: Layout) -> float:
     """The minimum element-wise traffic: forward per layer and token reads and writes the norms (4h),
-    residual adds (6h), RoPE on q and k and the SwiGLU product (3 ffn), backward twice that; the
-    loss's softmax and cross-entropy over fp32 logits; the weights cast to the compute dtype."""
-    m, d = layout.cfg.model, layout.dims
+    residual adds (6h), RoPE on q and k (none with learned positions) and the MLP's activation
+    (SwiGLU: 3 ffn, GELU: 2 ffn), backward twice that; the loss's softmax and cross-entropy over
+    fp32 logits; the weights cast to the compute dtype."""
+    m, d, fam = layout.cfg.model, layout.dims, layout.family
     hd = m.head_dim or m.hidden // m.heads
     h = m.hidden / (d.tp if layout.cfg.parallel.sp else 1)
-    forward = 10 * h + 2 * (m.heads + m.kv_heads) * hd / d.tp + 3 * m.ffn * (m.top_k or 1) / d.tp
+    rope = 0 if fam.learned_positions else 2 * (m.heads + m.kv_heads) * hd / d.tp
+    forward = 10 * h + rope + (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
     tokens = layout.microbatch_tokens * layout.microbatches
     layers = 3 * forward * tokens * layout.dtype_bytes * m.layers / d.pp
     loss = 6 * tokens * m.vocab / d.tp * FP32
@@ -99,7 +101,8 @@ def step_compute(layout: Layout, cal: Calibration) -> Compute:
 
 def host_seconds(layout: Layout, cal: Calibration) -> float:
     """Dispatch time of one step on the host: per step, plus per layer of the stage and micro-batch."""
-    return cal.host_s_per_step + cal.host_s_per_layer * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+    per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
+    return cal.host_s_per_step + per_layer * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
 
 
 def exposed_host_seconds(device_s: float, host_s: float, on_cpu: bool) -> float:

@@ -14,7 +14,8 @@ from parbench.config.schema import Config
 from parbench.dtypes import ITEMSIZE, resolve_dtype
 from parbench.models import ParamCounts
 from parbench.parallel.specs import STRATEGIES, theoretical_bubble
-from parbench.predict.params import ModelShapes, Named, model_shapes, param_counts, size, tp_split
+from parbench.predict.params import (FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
+                                    size, tp_split)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class Layout:
     @cached_property
     def shapes(self) -> ModelShapes:
         return model_shapes(self.cfg.model)
+
+    @property
+    def family(self) -> FamilyShapes:
+        return family_shapes(self.cfg.model)
 
     @cached_property
     def counts(self) -> ParamCounts:

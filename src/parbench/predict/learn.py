@@ -8,6 +8,8 @@ an order where each run adds one unknown to what the earlier ones fixed:
     host_2_layers    a tiny model's peak beyond its tensors -> the runtime's memory overhead
     eager/compiled_full     peak beyond the states, the (small) saved block inputs -> bytes per logit
     <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
+    infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
+                     device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
 
 Every prediction is linear in the term being fitted (the term multiplies one part of the step or
 of the memory), so two predictions (term 0 and term 1) give the value that matches the run."""
@@ -18,7 +20,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from parbench.metrics.fits import fit_line
 from parbench.predict.calibration import Calibration, mode_key
+from parbench.predict.inference import predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.step import predict_step
 
@@ -30,6 +34,15 @@ class Run:
     layout: Layout
     step_time_s: float
     peak_gb: float
+
+
+@dataclass(frozen=True)
+class InferenceRun:
+    """One calibration run of the native inference engine: its layout and median TTFT and TPOT."""
+
+    layout: Layout
+    ttft_s: float
+    tpot_s: float
 
 
 Setter = Callable[[Calibration, float], Calibration]
@@ -106,3 +119,27 @@ def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str
             key = mode_key(mode == "compiled", ac)
             lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
     return lr.cal, lr.notes
+
+
+def per_step_and_layer(points: list[tuple[float, float]]) -> dict[str, float]:
+    """(layers, seconds) at two or more depths -> seconds per step and per layer (neither negative)."""
+    line = fit_line([x for x, _ in points], [y for _, y in points])
+    if line is None:
+        return {}
+    per_layer = max(0.0, line.slope)
+    return {"per_step": max(0.0, min(y - per_layer * x for x, y in points)), "per_layer": per_layer}
+
+
+def learn_inference(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
+    """Prefill and decode host time per step and per layer from runs at two depths."""
+    if len(runs) < 2:
+        return cal
+    bare = replace(cal, prefill_host_s={}, decode_host_s={})
+    prefill, decode = [], []
+    for r in runs:
+        p = predict_inference(r.layout.cfg, r.layout.dims, bare)
+        layers = r.layout.cfg.model.layers / r.layout.dims.pp
+        hidden = r.layout.cfg.hardware.device_type != "cpu"  # a GPU's TTFT is the dispatch it waits for
+        prefill.append((layers, r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if hidden else p.prefill.device_s)))
+        decode.append((layers, r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s))
+    return replace(cal, prefill_host_s=per_step_and_layer(prefill), decode_host_s=per_step_and_layer(decode))

@@ -63,19 +63,21 @@ def model_state_bytes(layout: Layout, named: Named) -> tuple[float, float, float
 
 def activation_elements_per_token(layout: Layout, mode: str) -> float:
     """Elements one block keeps per token for backward, on one tp rank. none: every input the
-    backward needs (norm inputs and outputs, q/k/v, attention output, the MLP's three inner
-    activations, residuals); selective: the block input and every matmul and attention output;
-    full: the block input only."""
+    backward needs (norm inputs and outputs, q/k/v, attention output, the MLP's inner activations:
+    SwiGLU's two products, the activation and their product, or GELU's input and output,
+    residuals); selective: the block input and every matmul and attention output; full: the block
+    input only."""
     m, tp = layout.cfg.model, layout.dims.tp
     hd = m.head_dim or m.hidden // m.heads
     q, kv = m.heads * hd / tp, 2 * m.kv_heads * hd / tp
     ffn = m.ffn * (m.top_k if m.experts else 1) / tp
     h = m.hidden / (tp if layout.cfg.parallel.sp else 1)  # sequence parallel splits the norm regions
+    products = 2 if layout.family.gated_mlp else 1  # ffn-wide matmul outputs
     if mode == "full":
         return h
     if mode == "selective":
-        return 3 * h + 2 * q + kv + 2 * ffn
-    return 4 * h + 2 * q + kv + 4 * ffn
+        return 3 * h + 2 * q + kv + products * ffn
+    return 4 * h + 2 * q + kv + 2 * products * ffn
 
 
 def microbatches_in_flight(layout: Layout) -> int:

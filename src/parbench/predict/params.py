@@ -57,7 +57,8 @@ class FamilyShapes:
 
     block: Callable[[ModelConfig], Named]
     norm_bias: bool = False  # LayerNorm (bias) or RMSNorm
-    learned_positions: bool = False
+    learned_positions: bool = False  # else RoPE, applied to q and k in every layer
+    gated_mlp: bool = True  # SwiGLU (two ffn-wide products, multiplied) or one ffn-wide GELU
     # fp32 buffers the model holds (RoPE's cos and sin tables), which DDP broadcasts every forward
     buffers: Callable[[ModelConfig], int] = lambda m: 0
 
@@ -68,7 +69,7 @@ def rope_buffers(m: ModelConfig) -> int:
 
 FAMILY_SHAPES: dict[str, FamilyShapes] = {
     "llama": FamilyShapes(_llama_block, buffers=rope_buffers),
-    "gpt2": FamilyShapes(_gpt2_block, norm_bias=True, learned_positions=True),
+    "gpt2": FamilyShapes(_gpt2_block, norm_bias=True, learned_positions=True, gated_mlp=False),
 }
 
 
@@ -87,11 +88,15 @@ class ModelShapes:
         return self.embedding + blocks + self.head
 
 
-def model_shapes(m: ModelConfig) -> ModelShapes:
+def family_shapes(m: ModelConfig) -> FamilyShapes:
     if m.family not in FAMILY_SHAPES:
         raise ConfigError(f"model.family={m.family} has no parameter shapes in parbench.predict.params."
                           f"FAMILY_SHAPES (known: {', '.join(FAMILY_SHAPES)}): add its block there to predict it")
-    fam = FAMILY_SHAPES[m.family]
+    return FAMILY_SHAPES[m.family]
+
+
+def model_shapes(m: ModelConfig) -> ModelShapes:
+    fam = family_shapes(m)
     embedding = [("tok_embeddings.weight", (m.vocab, m.hidden))]
     if fam.learned_positions:
         embedding.append(("pos_embeddings.weight", (m.max_seq_len, m.hidden)))
