@@ -27,15 +27,12 @@ from parbench.fmt import format_metric
 from parbench.orchestrator import validate
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.metrics.fits import fit_alpha_beta, fit_line
-from parbench.predict.calibration import (CALIBRATION_DIR, Calibration, LinkFit, calibration_for, save_calibration,
-                                          user_calibration_dir)
+from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.layout import Layout
 from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
+from parbench.predict.microbench_fits import fit_links, fit_matmul, matmul_points
 from parbench.predict.step import predict_step
 
-BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-              "reduce_scatter": lambda n: (n - 1) / n}
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024]]", "membw_end": "64M",
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
              "infer": ["workload.input_len=32", "workload.output_len=8"]}
@@ -128,58 +125,6 @@ def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dic
     return results
 
 
-def fit_link(points: list[tuple[float, float]]) -> LinkFit:
-    """(bus bytes = size x bus factor, seconds) of the collectives microbenchmark -> latency and bus
-    bandwidth of the alpha-beta model (metrics.fits: least squares on relative error)."""
-    fit = fit_alpha_beta([b for b, _ in points], [t for _, t in points])
-    return LinkFit(latency_s=max(fit.alpha_s, 0.0), busbw_gbps=fit.bandwidth_gbps)
-
-
-def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate) of
-    rate(F) = R F / (F + H): 1/rate is linear in 1/F with intercept 1/R and slope H/R."""
-    line = fit_line([1 / f for f, _ in points], [1 / r for _, r in points])
-    if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
-        return max(r for _, r in points), 0.0
-    return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
-
-
-def matmul_points(metrics: dict) -> list[tuple[float, float]]:
-    points = []
-    for key, tflops in metrics.items():
-        if key.startswith("matmul_tflops/"):
-            m, k, n = (int(v) for v in key.split("/")[1].split("x"))
-            points.append((2.0 * m * k * n, tflops))
-    return points
-
-
-def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:
-    """(bus bytes, seconds) of every timed collective size."""
-    points = []
-    for key, us in metrics.items():
-        parts = key.split("/")
-        if parts[0] == "time_us" and len(parts) == 3 and parts[1] in BUS_FACTOR:
-            points.append((int(parts[2]) * BUS_FACTOR[parts[1]](ranks), us * 1e-6))
-    return points
-
-
-def fit_links(cfg: Config, results: dict[str, dict], base: Calibration) -> dict:
-    """The link and overlap figures the collectives and profiled runs measure; a single-node run
-    measures the intra-node link (and stands in for the inter-node one where nothing else gives it),
-    a multi-node run the inter-node one. None on one device."""
-    if "collectives" not in results:
-        return {}
-    hw = cfg.hardware
-    link = fit_link(link_points(results["collectives"], hw.nodes * hw.gpus_per_node))
-    links = {"inter_node": link} if hw.nodes > 1 else {"intra_node": link}
-    if not base.inter_node.busbw_gbps:
-        links.setdefault("inter_node", link)
-    overlap = {**base.overlap, "dp": results["train_dp"].get("overlap_pct", 0.0) / 100,
-               "fsdp": results["train_fsdp"].get("overlap_pct", 0.0) / 100}
-    overlap["zero"] = overlap["fsdp"]
-    return {**links, "overlap": overlap}
-
-
 def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> tuple[Calibration, list[str]]:
     """The fitted figures over the base, and notes on what was kept rather than measured. Host
     dispatch and the step's terms depend on each other on a CPU (dispatch adds to the step there):
@@ -189,7 +134,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         f"one device: no link or overlap to measure, kept those of the {base.label(cfg.hardware.name)}"]
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
-                  membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg, results, base))
+                  membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
     hosts = {n: benchmark_layout(overrides, n) for n in (*HOST_RUNS, "host_compiled") if n in results}
     for _ in range(FIT_ROUNDS):

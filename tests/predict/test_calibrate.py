@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
+from parbench.orchestrator import validate
 from parbench.paths import CONF_DIR
+from parbench.predict import predict
 from parbench.predict.calibration import load_calibration, user_calibration_dir
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
+from conftest import compose
 
 ONE_CPU = ["hardware=cpu", "hardware.gpus_per_node=1"]
 TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, elementwise_factor={"eager": 2.5, "compiled": 1.2},
@@ -107,3 +110,45 @@ def test_a_failed_run_ends_with_its_reason_not_a_traceback(monkeypatch, tmp_path
     assert calibrate.main([*ONE_CPU, "--work", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "calibration run matmul failed (exit 1)" in err and "Traceback" not in err
+
+
+def predicted(cal, *overrides: str):
+    cfg = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", *overrides)
+    p = predict(cfg, validate(cfg, None), cal)
+    return p.step_time_s, p.memory.total_gb
+
+
+# Measured on one H100 (docs/results/2026-11-24_calibration_h100/measured.json, the 1B Llama's shapes at
+# 8 layers): against eager without checkpointing, compile is faster and holds less, full and
+# selective checkpointing are slower and hold less; compiled, full checkpointing is slower and holds less.
+MEASURED_DIRECTIONS = {("eager", "none", "compiled", "none"): (-1, -1), ("eager", "none", "eager", "full"): (1, -1),
+                       ("eager", "none", "eager", "selective"): (1, -1), ("compiled", "none", "compiled", "full"): (1, -1)}
+
+
+def mode(compiled: str, ac: str) -> list[str]:
+    return [f"workload.compile={str(compiled == 'compiled').lower()}", f"workload.activation_checkpointing={ac}"]
+
+
+@pytest.mark.parametrize("change", list(MEASURED_DIRECTIONS), ids=lambda c: "->".join(c))
+def test_compile_and_checkpointing_move_the_prediction_in_the_measured_direction(change):
+    """With the shipped H100 profile: step time on another shape than the calibration's (the whole
+    1B model at 4096 tokens), peak memory there and on the tiny model."""
+    cal = load_calibration(str(CONF_DIR / "calibrations" / "h100_sxm.yaml"))
+    time_sign, memory_sign = MEASURED_DIRECTIONS[change]
+    for shape, check_time in ((["model=llama3_2_1b", "workload.seq_len=4096", "workload.batch_size=2"], True),
+                              (["model=tiny"], False)):
+        (t0, m0), (t1, m1) = predicted(cal, *shape, *mode(*change[:2])), predicted(cal, *shape, *mode(*change[2:]))
+        assert (m1 - m0) * memory_sign > 0, shape
+        assert not check_time or (t1 - t0) * time_sign > 0, shape
+
+
+def test_an_uncalibrated_gpu_run_says_so_and_the_tiny_model_is_not_far_off():
+    """No profile for h200: the table's note names the spec figures and the command that measures
+    them; the tiny model's first run (8.2 ms a step measured on one H100) is predicted within 2x."""
+    from parbench.orchestrator import prediction_source
+
+    cfg = compose("hardware=h200", "hardware.gpus_per_node=1")
+    p = predict(cfg, validate(cfg, None))
+    assert "spec figures" in prediction_source(cfg, p.as_dict())
+    assert "parbench calibrate hardware=h200" in prediction_source(cfg, p.as_dict())
+    assert 8.2e-3 / 2 < p.step_time_s < 8.2e-3 * 2

@@ -16,7 +16,7 @@ from parbench.orchestrator import validate
 from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
-from parbench.calibrate import fit_link, fit_matmul
+from parbench.predict.microbench_fits import fit_link, fit_matmul
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
