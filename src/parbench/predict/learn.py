@@ -12,7 +12,7 @@ an order where each run adds one unknown to what the earlier ones fixed:
                      device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
 
 Every prediction is linear in the term being fitted (the term multiplies one part of the step or
-of the memory), so two predictions (term 0 and term 1) give the value that matches the run."""
+of the memory), so two predictions give the value that matches the run."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class InferenceRun:
 
 
 Setter = Callable[[Calibration, float], Calibration]
+PROBES = (50.0, 100.0)
 
 
 def step_time(layout: Layout, cal: Calibration) -> float:
@@ -57,9 +58,12 @@ def peak_memory(layout: Layout, cal: Calibration) -> float:
 
 
 def solve(predicted: Callable[[Calibration], float], measured: float, cal: Calibration, setter: Setter) -> float:
-    """The value x of a term that the prediction (linear in x) needs to equal the measured figure."""
-    at0, at1 = predicted(setter(cal, 0.0)), predicted(setter(cal, 1.0))
-    return (measured - at0) / (at1 - at0) if at1 != at0 else math.nan
+    """The value x of a term that the prediction (linear in x) needs to equal the measured figure.
+    The two probes are large, so that the part the term scales is the one that counts (the peak
+    memory is the larger of two moments; a GPU's host time counts only beyond the device's)."""
+    low, high = PROBES
+    at_low, at_high = predicted(setter(cal, low)), predicted(setter(cal, high))
+    return low + (measured - at_low) * (high - low) / (at_high - at_low) if at_high != at_low else math.nan
 
 
 def keyed(field: str, key: str) -> Setter:

@@ -4,7 +4,9 @@ flight (scaled by what the calibration measured for the mode, eager or compiled)
 (bytes per logit measured eager and compiled), communication buffers, and the runtime's own overhead.
 
 Parameters stay fp32 (autocast and FSDP2's mixed precision compute in the workload dtype from fp32
-weights), so a parameter costs 4 B, its gradient 4 B and AdamW's two moments 8 B."""
+weights), so a parameter costs 4 B, its gradient 4 B and AdamW's two moments 8 B. The peak is the
+larger of two moments: the start of backward (activations and logits, no gradients: they are set to
+None after each step) and its end (every gradient, the activations freed)."""
 
 from __future__ import annotations
 
@@ -36,8 +38,15 @@ class MemoryEstimate:
         return self.params_gb + self.grads_gb + self.optimizer_gb
 
     @property
+    def backward_start_gb(self) -> float:
+        """When backward starts: every saved activation and the loss's logits, no gradient yet
+        (the optimizer sets them to None after each step)."""
+        return self.params_gb + self.optimizer_gb + self.activations_gb + self.logits_gb
+
+    @property
     def total_gb(self) -> float:
-        return self.model_states_gb + self.activations_gb + self.logits_gb + self.buffers_gb + self.overhead_gb
+        """The peak: the start of backward, or its end (every gradient, the activations freed)."""
+        return max(self.backward_start_gb, self.model_states_gb) + self.buffers_gb + self.overhead_gb
 
     def as_dict(self) -> dict[str, float]:
         return {"params_gb": self.params_gb, "grads_gb": self.grads_gb, "optimizer_gb": self.optimizer_gb,
