@@ -29,7 +29,7 @@ from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.layout import Layout
-from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
+from parbench.predict.learn import InferenceRun, Run, learn, learn_inference, per_step_and_layer
 from parbench.predict.microbench_fits import fit_links, fit_matmul, matmul_points
 from parbench.predict.step import predict_step
 
@@ -77,7 +77,7 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         **train_runs(s),
         # The native engine at two depths: the host's share of prefill and of each decode step.
         **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
-                                      "workload.batch_size=4", "workload.repeats=3", "workload.profile=false"]
+                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false"]
            for layers in s["infer_layers"]},
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
@@ -170,9 +170,9 @@ def fit_host(layouts: dict[str, Layout], results: dict[str, dict], cal: Calibrat
     """Host dispatch per step and per layer from the tiny model at two depths, and per compiled layer
     from the deeper one compiled."""
     host = {n: host_seconds_measured(layouts[n], results[n]["step_time_s"], cal) for n in layouts}
-    (shallow, deep), (low, high) = HOST_LAYERS, HOST_RUNS
-    per_layer = max(0.0, (host[high] - host[low]) / (deep - shallow))
-    per_step = max(0.0, host[low] - shallow * per_layer)
+    line = per_step_and_layer([(layers, host[name]) for layers, name in zip(HOST_LAYERS, HOST_RUNS)])
+    per_step, per_layer = line.get("per_step", 0.0), line.get("per_layer", 0.0)
+    deep = HOST_LAYERS[-1]
     compiled = max(0.0, (host["host_compiled"] - per_step) / deep) if "host_compiled" in host else 0.0
     return {"host_s_per_step": per_step, "host_s_per_layer": per_layer, "host_s_per_layer_compiled": compiled}
 

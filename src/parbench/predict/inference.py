@@ -6,7 +6,7 @@ A batch's forward passes the pipeline's stages one after the other, so its time 
 the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(prefill FLOPs / tp / rate + weights / tp / bandwidth, prefill dispatch) + tp all-reduces + pp sends
-    TPOT = max(decode FLOPs / tp / rate, (weights + KV cache) / tp / bandwidth) + decode step's host time
+    TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache) / tp / bandwidth) + decode step's host time
            + tp all-reduces + pp sends
     E2E  = TTFT + (output_len - 1) x TPOT
 
@@ -125,6 +125,12 @@ def compute_seconds(layout: Layout, flops: float, tokens: float, cal: Calibratio
     return flops / tp / cal.matmul_rate(typical_gemm_flops(layout.cfg.model, tokens, tp))
 
 
+def peak_compute_seconds(layout: Layout, flops: float, cal: Calibration) -> float:
+    """One tp rank's share at the large-GEMM rate: a decode GEMM's size penalty is its weight read,
+    which the roofline's memory side already counts."""
+    return flops / layout.dims.tp / (cal.matmul_tflops * 1e12)
+
+
 def read_seconds(layout: Layout, nbytes: float, cal: Calibration) -> float:
     """One tp rank's share of the bytes over the memory bandwidth."""
     return nbytes / layout.dims.tp / (cal.membw_gbps * 1e9)
@@ -154,7 +160,7 @@ def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forwar
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
-    return Forward(compute_seconds(layout, flops, w.batch_size, cal), read_seconds(layout, weights + kv_cache, cal),
+    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights + kv_cache, cal),
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
 

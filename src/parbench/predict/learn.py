@@ -126,12 +126,18 @@ def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str
 
 
 def per_step_and_layer(points: list[tuple[float, float]]) -> dict[str, float]:
-    """(layers, seconds) at two or more depths -> seconds per step and per layer (neither negative)."""
-    line = fit_line([x for x, _ in points], [y for _, y in points])
+    """(layers, seconds) at two or more depths -> seconds per step and per layer, least squares with
+    neither negative: a line, else one through the origin, else a constant."""
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    line = fit_line(xs, ys)
     if line is None:
         return {}
-    per_layer = max(0.0, line.slope)
-    return {"per_step": max(0.0, min(y - per_layer * x for x, y in points)), "per_layer": per_layer}
+    if line.slope >= 0 and line.intercept >= 0:
+        return {"per_step": line.intercept, "per_layer": line.slope}
+    through_origin = sum(x * y for x, y in points) / sum(x * x for x in xs)
+    if line.intercept < 0 and through_origin > 0:
+        return {"per_step": 0.0, "per_layer": through_origin}
+    return {"per_step": max(0.0, sum(ys) / len(ys)), "per_layer": 0.0}
 
 
 def learn_inference(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
