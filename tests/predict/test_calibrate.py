@@ -22,6 +22,7 @@ from parbench.predict.step import predict_step
 from conftest import compose
 
 ONE_CPU = ["hardware=cpu", "hardware.gpus_per_node=1"]
+REAL_RUN = subprocess.run  # what is not a calibration run (mlflow's own git calls) runs for real
 TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, elementwise_factor={"eager": 2.5, "compiled": 1.2},
                 recompute={"eager/selective": 0.3, "eager/full": 0.9, "compiled/full": 0.8},
                 activation_scale={"eager/none": 1.3, "eager/selective": 1.1, "compiled/none": 0.7},
@@ -49,7 +50,9 @@ class FakeRuns:
     def __init__(self, overrides: list[str], stop: str | None = None):
         self.overrides, self.stop, self.names = overrides, stop, []
 
-    def __call__(self, cmd, **_):
+    def __call__(self, cmd, **kwargs):
+        if "parbench" not in cmd:
+            return REAL_RUN(cmd, **kwargs)
         job_dir = Path(next(a for a in cmd if a.startswith("hydra.run.dir=")).split("=", 1)[1])
         name = job_dir.name
         if name == self.stop:
@@ -106,7 +109,8 @@ def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_p
 
 
 def test_a_failed_run_ends_with_its_reason_not_a_traceback(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(subprocess, "run", lambda cmd, **_: subprocess.CompletedProcess(cmd, 1, "", "boom"))
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "boom")
+                        if "parbench" in cmd else REAL_RUN(cmd, **kw))
     assert calibrate.main([*ONE_CPU, "--work", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "calibration run matmul failed (exit 1)" in err and "Traceback" not in err
