@@ -112,7 +112,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     if not node.is_main:
         return {}
     metrics = job.finish(outcome, plan.get("prediction"))
-    report(cfg, ctx, job.run, outcome, metrics)
+    report(cfg, ctx, job.run, outcome, metrics, plan.get("prediction"))
     if INTERRUPTS.signal:
         stop_sweep(ctx.sweep_dir)
     if not outcome.ok and not ctx.multirun:
@@ -129,13 +129,24 @@ def record_topology(run, job_dir: Path) -> None:
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict) -> None:
+def prediction_source(cfg: Config, prediction: dict | None) -> str:
+    """Under the table: where the predicted_* figures come from; spec figures say how to measure them."""
+    if not prediction:
+        return ""
+    source = prediction["calibration"]
+    advice = f" (uncalibrated: `parbench calibrate hardware={cfg.hardware.name}` measures them)" \
+        if source.startswith("spec") else ""
+    return f"\n  predicted_* from {source}{advice}"
+
+
+def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict,
+           prediction: dict | None = None) -> None:
     from parbench.report.summary import metrics_table
 
     status = outcome.status if outcome.ok else f"{outcome.status}: {outcome.reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
     table = metrics_table(metrics, keys)
-    print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
+    print(f"\n== {ctx.name}: {status}" + (f"\n{table}{prediction_source(cfg, prediction)}" if table else ""))
     where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
     log_hint = "" if outcome.ok else " (worker.log there: the ranks' whole output, tracebacks included)"
     print(f"Job dir: {ctx.job_dir}{log_hint}\n{where}\n", flush=True)

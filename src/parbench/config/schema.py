@@ -188,8 +188,8 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     seed: int = 0
     dry_run: bool = False
-    # The performance model's calibration profile (docs/plan.md): a file or a name under
-    # conf/calibrations/; null: conf/calibrations/<hardware.name>.yaml if there is one, else spec figures.
+    # The performance model's calibration profile (docs/plan.md): a file or a name (the user's profile
+    # directory, then conf/calibrations/); null: <hardware.name>.yaml from those if there is one, else spec figures.
     calibration: Optional[str] = None
     # Skip a point that already has a FINISHED run with the same config hash in the experiment
     # (docs/reliability.md); false reruns it.

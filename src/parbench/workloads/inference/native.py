@@ -141,7 +141,7 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     w = cfg.workload
     reset_peak_memory(env.device)
     cache = decoder.kv_cache(w.batch_size, w.input_len + w.output_len)
-    batches, first_tokens = [], None
+    batches, first_tokens, first_batch_s = [], None, 0.0
     total = w.warmup + w.repeats
     meter = WindowMeter.for_device(env.device)  # energy and CPU use over the measured batches
     for i in range(total):
@@ -157,7 +157,8 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
             first_tokens = tokens if first_tokens is None else first_tokens
             meter.sample()
         request = timing.requests[0]
-        first_batch_s = request.e2e if i == 0 else first_batch_s  # compiling and capturing included
+        if i == 0:
+            first_batch_s = request.e2e  # compiling and capturing included
         reporter.step(i, total, phase, ttft_s=request.ttft, e2e_s=request.e2e,
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
     meter.stop()
