@@ -22,7 +22,10 @@ def embedding(num: int, dim: int) -> nn.Embedding:
     """nn.Embedding without its own random init (init_weights draws the weights): on the meta device,
     Embedding's normal_ runs through torch._refs, which imports torch._dynamo (1.8 s of a model
     build on CPU, several seconds on the H100 machine, before the build did anything)."""
-    return nn.Embedding(num, dim, _weight=torch.empty(num, dim))
+    if torch.empty(0).is_meta:  # a meta build: skip that cost (a full build keeps Embedding's own path:
+        # with a given weight, DeepSpeed ZeRO-3's CPU-offloaded Adam drifted from DDP's losses)
+        return nn.Embedding(num, dim, _weight=torch.empty(num, dim))
+    return nn.Embedding(num, dim)
 
 
 @torch.no_grad()
