@@ -7,6 +7,7 @@ No torch here: the orchestrator and `parbench plan` read it before anything is l
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from parbench.config import ConfigError
+from parbench.config.schema import ModelConfig
 
 # Fields the user may set beside model.path (a preset or an override wins over config.json):
 # they are not the architecture, or (max_seq_len) they only bound the sequences run.
@@ -23,6 +25,7 @@ ROPE_TYPES = {"linear": ("factor",),
               "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
 LLAMA_ACTIVATIONS = ("silu",)
 GPT2_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")  # tanh-approximated GELU, as models/gpt2.py runs
+RESOLVER = "hf"  # conf/model/hf.yaml: `layers: ${hf:layers}`
 PATH_HINT = "model.path=<folder with config.json, or a Hugging Face model name in the local cache>"
 
 
@@ -63,7 +66,7 @@ def rope(c: HfConfig) -> dict[str, Any]:
     if kind != "default" and any(scaling.get(k) is None for k in ROPE_TYPES[kind]):
         c.refuse(key, f"rope_type {kind} with {', '.join(ROPE_TYPES[kind])}")
     return {"rope_theta": float(c.get("rope_theta", params.get("rope_theta", 10000.0))),
-            "rope_scaling": None if kind == "default" else {"rope_type": kind, **{k: scaling[k] for k in ROPE_TYPES[kind]}}}
+            "rope_scaling": {} if kind == "default" else {"rope_type": kind, **{k: scaling[k] for k in ROPE_TYPES[kind]}}}
 
 
 def check_layer_types(c: HfConfig, sliding: bool) -> None:
@@ -156,8 +159,9 @@ def model_fields(c: HfConfig) -> dict[str, Any]:
     architectures = c.get("architectures", [FAMILIES[kind][0]])
     if list(architectures) != [FAMILIES[kind][0]]:
         c.refuse("architectures", f"model_type {kind} is built as {FAMILIES[kind][0]}; supported: {supported}")
-    return {**{"qkv_bias": False, "qk_norm": False, "experts": 0, "top_k": 0, "sliding_window": None,
-               "rope_scaling": None}, **FAMILIES[kind][1](c)}
+    dense = {"qkv_bias": False, "qk_norm": False, "experts": 0, "top_k": 0, "sliding_window": None,
+             "rope_scaling": {}, "aux_loss_coef": ModelConfig.aux_loss_coef}
+    return {**dense, **FAMILIES[kind][1](c)}
 
 
 def find_config_json(path: str) -> Path:
@@ -208,6 +212,28 @@ def read_model(path: str) -> dict[str, Any]:
     return {"name": model_name(path, file), **built, "config_json": str(file), "config_sha256": hashlib.sha256(raw).hexdigest()}
 
 
+@functools.lru_cache(maxsize=64)
+def read_field(path: str, key: str) -> Any:
+    return read_model(path)[key]
+
+
+def from_config_json(key: str, _parent_: DictConfig) -> Any:
+    """The `${hf:<field>}` resolver of conf/model/hf.yaml (for `--cfg job --resolve`; runs read
+    the file once, through expand_model)."""
+    return read_field(str(_parent_.path), key)
+
+
+OmegaConf.register_new_resolver(RESOLVER, from_config_json, replace=True)
+
+
+def unset(model: DictConfig, key: str) -> bool:
+    """Left for config.json to give: `${hf:<field>}` (conf/model/hf.yaml), unset (null, {}) or missing."""
+    if key not in model or OmegaConf.is_missing(model, key):
+        return True
+    node = model._get_node(key)
+    return node._value() in (None, {}) or (node._is_interpolation() and str(node._value()).startswith(f"${{{RESOLVER}:"))
+
+
 def expand_model(node: DictConfig) -> DictConfig:
     """The config tree with model.* read from model.path's config.json (unchanged without a path, or
     once read: a set config_sha256). A field set beside the path must agree with config.json,
@@ -223,19 +249,15 @@ def expand_model(node: DictConfig) -> DictConfig:
     node = copy.deepcopy(node)
     with open_dict(node):
         for key, value in fields.items():
-            current = None if key not in node.model or OmegaConf.is_missing(node.model, key) else node.model[key]
-            if key in USER_FIELDS and current is not None:
-                continue
-            if current is not None and current != value:
-                raise ConfigError(f"model.{key}={current} is set and {fields['config_json']} gives {value}: under "
-                                  f"model.path the architecture comes from config.json; drop model.{key} "
-                                  "(start from model=hf)")
-            node.model[key] = value
+            if unset(node.model, key):
+                node.model[key] = value
+            elif key not in USER_FIELDS and node.model[key] != value:
+                raise ConfigError(f"model.{key}={node.model[key]} is set and {fields['config_json']} gives {value}: "
+                                  "under model.path the architecture comes from config.json; drop model."
+                                  f"{key} (and start from model=hf)")
     return node
 
 
-def source_tags(config_json: str | None, config_sha256: str | None) -> dict[str, str]:
-    """The run's tags naming the config.json a model=hf run was built from."""
-    if not config_json:
-        return {}
-    return {"model.config_json": config_json, "model.config_sha256": config_sha256 or ""}
+def source_tags(m: ModelConfig) -> dict[str, str]:
+    """The run's tags (and the plan's entries) naming the config.json a model=hf run was built from."""
+    return {"model.config_json": m.config_json, "model.config_sha256": m.config_sha256 or ""} if m.config_json else {}

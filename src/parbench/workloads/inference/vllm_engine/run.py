@@ -76,18 +76,28 @@ def set_vllm_env(cfg: Config) -> None:
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_binding(workers))
 
 
+def model_folder(cfg: Config, job_dir: Path) -> str:
+    """What vLLM loads for model=: model=hf's folder (the same config.json the native engine builds),
+    else parbench's seeded Llama exported to Hugging Face format."""
+    if cfg.model.config_json:
+        return str(Path(cfg.model.config_json).parent)
+    return str(export_hf_llama(cfg.model, cfg.seed, torch_dtype(cfg.workload.dtype), job_dir / HF_MODEL_DIR))
+
+
 def build_llm(cfg: Config, model: str, job_dir: Path):
     vllm = import_vllm()
     w, on_cpu = cfg.workload, cfg.hardware.device_type == "cpu"
     memory = ({"kv_cache_memory_bytes": int(w.vllm.kv_cache_gb * GB)} if on_cpu
               else {"gpu_memory_utilization": w.vllm.gpu_memory_utilization})
     profiling = {"profiler_config": profiler_config(job_dir)} if w.profile else {}
+    # model=hf: vLLM builds config.json's architecture with random weights (no checkpoint is read).
+    weights = {"load_format": "dummy"} if cfg.model.config_json else {}
     return vllm.LLM(model=model, tensor_parallel_size=cfg.parallel.tp, pipeline_parallel_size=cfg.parallel.pp,
                     dtype={"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[w.dtype],
                     enable_prefix_caching=False, disable_log_stats=False, skip_tokenizer_init=True,
                     max_model_len=w.input_len + w.output_len, max_num_seqs=max(w.batch_size, 1),
                     max_num_batched_tokens=max(w.batch_size * w.input_len, w.input_len + w.output_len),
-                    enforce_eager=w.vllm.enforce_eager, seed=cfg.seed, **memory, **profiling)
+                    enforce_eager=w.vllm.enforce_eager, seed=cfg.seed, **memory, **profiling, **weights)
 
 
 def start_llm(cfg: Config, model: str, job_dir: Path):
@@ -185,7 +195,7 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     vllm = import_vllm()
     job_dir = reporter.path.parent
     start = time.perf_counter()
-    model = w.vllm.model or str(export_hf_llama(cfg.model, cfg.seed, torch_dtype(w.dtype), job_dir / HF_MODEL_DIR))
+    model = w.vllm.model or model_folder(cfg, job_dir)
     progress(0, f"starting vLLM {vllm.__version__} on {model} (tp={cfg.parallel.tp}, pp={cfg.parallel.pp})")
     llm = start_llm(cfg, model, job_dir)
     build_s = time.perf_counter() - start
