@@ -160,7 +160,7 @@ def model_fields(c: HfConfig) -> dict[str, Any]:
     if list(architectures) != [FAMILIES[kind][0]]:
         c.refuse("architectures", f"model_type {kind} is built as {FAMILIES[kind][0]}; supported: {supported}")
     dense = {"qkv_bias": False, "qk_norm": False, "experts": 0, "top_k": 0, "sliding_window": None,
-             "rope_scaling": {}, "aux_loss_coef": ModelConfig.aux_loss_coef}
+             "rope_scaling": {}, "rope_theta": ModelConfig.rope_theta, "aux_loss_coef": ModelConfig.aux_loss_coef}
     return {**dense, **FAMILIES[kind][1](c)}
 
 
@@ -220,18 +220,25 @@ def read_field(path: str, key: str) -> Any:
 def from_config_json(key: str, _parent_: DictConfig) -> Any:
     """The `${hf:<field>}` resolver of conf/model/hf.yaml (for `--cfg job --resolve`; runs read
     the file once, through expand_model)."""
+    if _parent_.get("path") is None:
+        raise ConfigError(f"model=hf needs {PATH_HINT}")
     return read_field(str(_parent_.path), key)
 
 
 OmegaConf.register_new_resolver(RESOLVER, from_config_json, replace=True)
 
 
+def from_hf(model: DictConfig, key: str) -> bool:
+    """`${hf:<field>}`, as conf/model/hf.yaml leaves the fields config.json gives."""
+    node = model._get_node(key)
+    return node._is_interpolation() and str(node._value()).startswith(f"${{{RESOLVER}:")
+
+
 def unset(model: DictConfig, key: str) -> bool:
-    """Left for config.json to give: `${hf:<field>}` (conf/model/hf.yaml), unset (null, {}) or missing."""
+    """Left for config.json to give: `${hf:<field>}`, unset (null, {}) or missing."""
     if key not in model or OmegaConf.is_missing(model, key):
         return True
-    node = model._get_node(key)
-    return node._value() in (None, {}) or (node._is_interpolation() and str(node._value()).startswith(f"${{{RESOLVER}:"))
+    return model._get_node(key)._value() in (None, {}) or from_hf(model, key)
 
 
 def expand_model(node: DictConfig) -> DictConfig:
@@ -241,9 +248,9 @@ def expand_model(node: DictConfig) -> DictConfig:
     model = node.get("model") if isinstance(node, DictConfig) else None
     if not isinstance(model, DictConfig) or model.get("config_sha256"):
         return node
-    if "path" in model and OmegaConf.is_missing(model, "path"):
-        raise ConfigError(f"model=hf needs {PATH_HINT}")
     if model.get("path") is None:
+        if any(from_hf(model, key) for key in model):
+            raise ConfigError(f"model=hf needs {PATH_HINT}")
         return node
     fields = read_model(str(model.path))
     node = copy.deepcopy(node)
