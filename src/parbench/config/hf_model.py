@@ -11,7 +11,7 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -44,7 +44,7 @@ class HfConfig:
             raise ConfigError(f"{self.source} has no {key}, which parbench needs to build the model")
         return self.fields[key]
 
-    def refuse(self, key: str, supported: str) -> None:
+    def refuse(self, key: str, supported: str) -> NoReturn:
         raise ConfigError(f"{self.source}: {key}={json.dumps(self.fields.get(key))} is not supported "
                           f"({supported}); parbench builds nothing else in its place")
 
@@ -192,7 +192,7 @@ def cached_config_json(name: str) -> Path:
                       f"`hf download {repo} config.json`, or give the folder")
 
 
-def model_name(path: str, file: Path) -> str:
+def model_name(path: str) -> str:
     """The run's model name: the folder's (or a file's own) name, or the cached model's without its org."""
     local = Path(path).expanduser()
     if local.is_file():
@@ -209,11 +209,12 @@ def read_model(path: str) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ConfigError(f"model.path={path}: {file} is not JSON ({e})") from None
     built = model_fields(HfConfig(fields, str(file)))
-    return {"name": model_name(path, file), **built, "config_json": str(file), "config_sha256": hashlib.sha256(raw).hexdigest()}
+    return {"name": model_name(path), **built, "config_json": str(file), "config_sha256": hashlib.sha256(raw).hexdigest()}
 
 
 @functools.lru_cache(maxsize=64)
 def read_field(path: str, key: str) -> Any:
+    """One field of read_model, the file read once per path (the resolver asks field by field)."""
     return read_model(path)[key]
 
 
