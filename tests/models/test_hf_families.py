@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import HF_FAMILIES, REPO, TRAIN, compose, hf_model, single_process_losses
+from conftest import HF_FAMILIES, HF_TINY, REPO, TRAIN, compose, hf_model, single_process_losses
 
 from parbench.metrics import flops
 from parbench.models.build import build_initialized, build_model, count_params
@@ -22,6 +22,7 @@ from parbench.predict.params import param_counts
 
 PUBLIC = REPO / "tests" / "models" / "hf_configs"
 REL = 2e-5  # fp32 summation order only, as tests/parallel
+HF_TINY_QWEN3 = HF_TINY / "qwen3" / "config.json"
 
 
 def public(name: str):
@@ -144,3 +145,15 @@ def test_tiny_family_decodes_under_tp_and_pp_as_one_process(cli, family):
     tokens = [json.loads((cli.job_dir(i) / "generated_tokens.json").read_text()) for i in range(3)]
     assert np.array(tokens[0]).shape == (4, 8) and tokens[0] == tokens[1] == tokens[2]
     assert (children["tags.model.config_json"] == str(hf_model(family)[1].partition("=")[2] + "/config.json")).all()
+
+
+@pytest.mark.vllm
+def test_vllm_engine_builds_the_same_config_json(cli):
+    """vLLM loads model.path's folder (its own Qwen3 code, dummy weights); parbench's figures come
+    from the same config.json. The Qwen3 fixture's head_dim 32 suits vLLM's CPU attention."""
+    cli.run("workload=inference", "workload.engine=vllm", *hf_model("qwen3"), "workload.repeats=1",
+            "workload.input_len=16", "workload.output_len=4", "profile.enabled=false", timeout=600)
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED" and run["metrics.ttft_s_p50"] > 0 and run["metrics.tpot_s_p50"] > 0
+    assert run["tags.model.config_json"] == str(HF_TINY_QWEN3) and run["params.model.qk_norm"] == "True"
+    assert run["metrics.mem_weights_gb"] == pytest.approx(182_720 * 4 / 1e9)  # parbench's count, fp32
