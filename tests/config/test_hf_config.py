@@ -85,6 +85,12 @@ def test_refused_before_launch_by_the_cli(cli, tmp_path):
     assert not (cli.job_dir() / "worker.log").exists() and not cli.runs().shape[0]  # nothing launched or logged
 
 
+def test_a_microbenchmark_takes_the_models_shapes_by_interpolation():
+    cfg = compose(*hf_model("qwen2"), "workload=tp_linear", "workload.in_features=${model.hidden}",
+                  "workload.out_features=${model.ffn}", "hardware=cpu")
+    assert (cfg.workload.in_features, cfg.workload.out_features) == (64, 176)
+
+
 def test_path_is_required_and_must_hold_a_config_json(tmp_path):
     with pytest.raises(ConfigError, match=r"model=hf needs model.path=<folder with config.json"):
         compose("model=hf", "hardware=cpu")

@@ -5,7 +5,10 @@ process does."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import io
 import json
 import math
 
@@ -71,6 +74,20 @@ def test_dry_run_shows_the_shape_and_the_same_counts(cli):
     # 6N (input embedding left out) + the causal attention term 6 * L * d_attn * T.
     n = 8_030_261_248 - 128256 * 4096
     assert plan["flops_per_token"] == 6 * n + 6 * 32 * 4096 * 8192
+
+
+def test_parbench_plan_shows_the_architecture_and_its_config_json(tmp_path):
+    from parbench.planner import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--top", "2", "--out", str(tmp_path), "model=hf", f"model.path={PUBLIC / 'Qwen2.5-7B'}",
+                     "hardware=h100_sxm", "hardware.gpus_per_node=8"])
+    file = PUBLIC / "Qwen2.5-7B" / "config.json"
+    assert code == 0 and "parbench plan: model=Qwen2.5-7B on 8 x h100_sxm" in out.getvalue()
+    assert ("architecture: llama: 28 layers, hidden 3584, 28 heads (4 KV) x 128, ffn 18944, vocab 152064, "
+            "max_seq_len 131072, rope 1e+06, qkv bias, untied head\n"
+            f"  from {file} (sha256 {hashlib.sha256(file.read_bytes()).hexdigest()[:12]})") in out.getvalue()
 
 
 def test_sliding_window_attention_and_flops():
@@ -144,7 +161,9 @@ def test_tiny_family_decodes_under_tp_and_pp_as_one_process(cli, family):
     assert (children["metrics.decode_mismatched_tokens"] == 0).all()
     tokens = [json.loads((cli.job_dir(i) / "generated_tokens.json").read_text()) for i in range(3)]
     assert np.array(tokens[0]).shape == (4, 8) and tokens[0] == tokens[1] == tokens[2]
-    assert (children["tags.model.config_json"] == str(hf_model(family)[1].partition("=")[2] + "/config.json")).all()
+    file = HF_TINY / family / "config.json"
+    assert (children["tags.model.config_json"] == str(file)).all()
+    assert (children["tags.model.config_sha256"] == hashlib.sha256(file.read_bytes()).hexdigest()).all()
 
 
 @pytest.mark.vllm
