@@ -70,9 +70,10 @@ HF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "gpt2")
 TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4", "profile.enabled=false")
 
 
-def hf_model(family: str) -> tuple[str, str]:
-    """The overrides that build tests/models/hf_tiny/<family>/config.json."""
-    return "model=hf", f"model.path={HF_TINY / family}"
+def hf_model(family: str) -> tuple[str, ...]:
+    """The overrides that build tests/models/hf_tiny/<family>/config.json, training on 64 tokens as
+    the tiny presets do (not up to its max_position_embeddings)."""
+    return "model=hf", f"model.path={HF_TINY / family}", "model.default_seq_len=64"
 
 
 def single_process_losses(root: Path, *overrides: str) -> list[float]:
