@@ -65,6 +65,28 @@ class Cli:
         return mlflow.search_runs(search_all_experiments=True, order_by=["start_time ASC"])
 
 
+# Tiny Hugging Face config.json files, one per family model=hf builds (tests/models/hf_tiny/<family>).
+HF_TINY = REPO / "tests" / "models" / "hf_tiny"
+HF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "gpt2")
+# Training that shows a wrong gradient within a step or two (lr 0.02), without the profile window,
+# whose extra steps let MoE routing drift; the single-process reference of tests/parallel.
+TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4", "profile.enabled=false")
+
+
+def hf_model(family: str) -> tuple[str, ...]:
+    """The overrides that build tests/models/hf_tiny/<family>/config.json, training on 64 tokens as
+    the tiny presets do (not up to its max_position_embeddings)."""
+    return "model=hf", f"model.path={HF_TINY / family}", "model.default_seq_len=64"
+
+
+def single_process_losses(root: Path, *overrides: str) -> list[float]:
+    """Per-step losses of the one-process run (DDP of one rank) the layouts must reproduce."""
+    root.mkdir(exist_ok=True)
+    cli = Cli(root)
+    cli.run("hardware.gpus_per_node=1", "parallel=dp", *TRAIN, *overrides)
+    return cli.losses()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,10 +16,12 @@ from omegaconf import OmegaConf
 
 from parbench.config import ConfigError, resolve
 from parbench.config.hardware import GpuInfo
+from parbench.config.hf_model import source_tags
 from parbench.config.host import device_capacity
 from parbench.config.schema import Config, HardwareConfig
 from parbench.config.store import register_schema
 from parbench.fmt import format_metric, format_number
+from parbench.models import describe
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import is_training, predict
@@ -101,10 +103,17 @@ def header(cfg: Config, cal: Calibration, outcome: Outcome) -> str:
     return (f"parbench plan: model={cfg.model.name} on {devices} x {hw.name} ({hw.nodes} node(s) x "
             f"{hw.gpus_per_node}), seq {w.seq_len}, global batch {gbs} sequences "
             f"({format_number(gbs * w.seq_len)} tokens/step), {w.dtype}\n"
+            f"architecture: {describe(cfg.model)}{config_line(cfg)}\n"
             f"model: {source}\n"
             f"{format_number(tried)} layouts: {format_number(len(outcome.ranked))} fit, "
             f"{format_number(len(outcome.too_big))} do not fit ({capacity_words(hw)}), "
             f"{format_number(sum(outcome.invalid.values()))} refused by the checks")
+
+
+def config_line(cfg: Config) -> str:
+    """model=hf: the config.json read and its hash."""
+    tags = source_tags(cfg.model)
+    return f"\n  from {tags['model.config_json']} (sha256 {tags['model.config_sha256'][:12]})" if tags else ""
 
 
 def capacity_words(hw: HardwareConfig) -> str:

@@ -13,10 +13,11 @@ from omegaconf import DictConfig
 from parbench.config import ConfigError, resolve
 from parbench.config.dims import ParallelDims
 from parbench.config.hardware import GpuInfo
+from parbench.config.hf_model import source_tags
 from parbench.config.schema import Config
 from parbench.config.validate import validate_config
 from parbench.fmt import format_metric, format_number
-from parbench.models import MODEL_FAMILIES
+from parbench.models import MODEL_FAMILIES, describe
 from parbench.parallel.specs import STRATEGIES
 from parbench.predict import is_training, predict, predictable
 from parbench.predict.calibration import calibration_for
@@ -46,8 +47,8 @@ def make_plan(cfg: Config, dims: ParallelDims) -> dict:
     model = {}
     if spec.uses_model:
         counts = param_counts(cfg.model)  # from the shapes: equal to a built model's (tests/predict)
-        model = {"model": cfg.model.name, "params_total": counts.total, "params_active": counts.active,
-                 "params_embedding": counts.embedding}
+        model = {"model": cfg.model.name, "model_shape": describe(cfg.model), **source_tags(cfg.model),
+                 "params_total": counts.total, "params_active": counts.active, "params_embedding": counts.embedding}
     return {
         "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
         "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,

@@ -9,26 +9,16 @@ positions, moves it by 1e-4..1e-3 relative), while fp32 reordering differences s
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import Cli, spawn_gloo_ranks
+from conftest import TRAIN, single_process_losses, spawn_gloo_ranks
 
 REL = 2e-5
-# The profile window is off: its extra steps would let MoE routing drift past REL by step 7.
-TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4", "profile.enabled=false")
 GPT2_TINY = ("model=gpt2_xl", "model.layers=2", "model.hidden=64", "model.heads=4", "model.kv_heads=4",
              "model.ffn=256", "model.vocab=511", "model.max_seq_len=256")
-
-
-def single_process_losses(root: Path, *overrides: str) -> list[float]:
-    root.mkdir(exist_ok=True)
-    cli = Cli(root)
-    cli.run("hardware.gpus_per_node=1", "parallel=dp", *TRAIN, *overrides)
-    return cli.losses()
 
 
 @pytest.fixture(scope="module")

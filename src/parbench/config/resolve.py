@@ -11,6 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo, resolve_hardware
+from parbench.config.hf_model import expand_model
 from parbench.config.schema import Config, ModelConfig
 from parbench.dtypes import resolve_dtype
 
@@ -18,10 +19,10 @@ RESOLVED_FILE = "resolved.yaml"
 
 
 def to_typed(node: DictConfig | dict) -> Config:
-    """Type-check a config tree against the schema; the workload stays a dict, which its own schema
-    types (parbench.workloads.typed_config)."""
+    """Type-check a config tree against the schema, model.* read from model.path's config.json when
+    given; the workload stays a dict, which its own schema types (parbench.workloads.typed_config)."""
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), expand_model(node)))
     except OmegaConfBaseException as e:
         raise ConfigError(str(e).splitlines()[0]) from None
 

@@ -52,6 +52,16 @@ class ModelConfig:
     top_k: int = 0
     capacity_factor: float = 0.0  # 0: dropless
     aux_loss_coef: float = 0.01
+    qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2), not on the output one
+    sliding_window: Optional[int] = None  # each query sees this many positions, itself included (Mistral)
+    # Hugging Face's rope_scaling as config.json gives it: rope_type linear (factor) or llama3
+    # (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings); {}: none.
+    rope_scaling: Dict[str, Any] = field(default_factory=dict)
+    # model=hf: a folder holding config.json, or a Hugging Face name in the local cache (never
+    # downloaded); the fields above then come from config.json (parbench.config.hf_model).
+    path: Optional[str] = None
+    config_json: Optional[str] = None  # set by parbench: the config.json read
+    config_sha256: Optional[str] = None  # set by parbench: its hash (a set hash means already read)
 
 
 @dataclass

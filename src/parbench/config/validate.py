@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo
+from parbench.config.hf_model import ROPE_TYPES
 from parbench.config.schema import CI_METHODS, KEEP_TRACES, Config, HardwareConfig, ModelConfig
 
 
@@ -27,6 +28,13 @@ def validate_model(m: ModelConfig) -> None:
         raise ConfigError(f"model.hidden={m.hidden} is not divisible by model.heads={m.heads}: set model.head_dim")
     if m.experts < 0 or (m.experts and not 0 < m.top_k <= m.experts):
         raise ConfigError(f"model.top_k={m.top_k} must be in 1..model.experts={m.experts} for an MoE model")
+    if m.sliding_window is not None and m.sliding_window <= 0:
+        raise ConfigError(f"model.sliding_window={m.sliding_window} must be positive (or null: full attention)")
+    if m.rope_scaling:
+        kind = m.rope_scaling.get("rope_type")
+        if kind not in ROPE_TYPES or any(k not in m.rope_scaling for k in ROPE_TYPES.get(kind, ())):
+            kinds = " or ".join(f"{t} with {', '.join(keys)}" for t, keys in ROPE_TYPES.items())
+            raise ConfigError(f"model.rope_scaling={m.rope_scaling}: use rope_type {kinds}")
 
 
 def validate_hardware(hw: HardwareConfig, gpus: list[GpuInfo] | None) -> None:

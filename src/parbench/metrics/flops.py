@@ -5,6 +5,7 @@
                   a tied output head counted; MoE counts top_k experts)
     attention   = 12 * L * d_attn * T (PaLM / torchtitan: mfu_nocausal)
                   6 * L * d_attn * T  (causal mask skips half the scores: mfu, Megatron since 2025)
+                  T becomes the positions a sliding window lets a query see (attended_positions)
 
 Cross-check: torch's FlopCounterMode counts the matmuls (and SDPA) actually run in a forward
 and backward. It equals the non-causal formula minus 6 x the 1-D parameters (norm weights,
@@ -24,11 +25,19 @@ if TYPE_CHECKING:
     from torch import nn
 
 
-def attention_flops_per_token(cfg: ModelConfig, seq_len: int, causal: bool) -> float:
+def attended_positions(seq_len: float, causal: bool, window: int | None = None) -> float:
+    """Keys a query attends to, on average: T/2 causal (half the score matrix), T not; with a
+    sliding window W < T, min(T, W) not causal and W - W^2 / 2T causal (the first W queries see
+    fewer), which is T/2 again at W = T."""
+    if window is None or window >= seq_len:
+        return seq_len / 2 if causal else seq_len
+    return window - window**2 / (2 * seq_len) if causal else window
+
+
+def attention_flops_per_token(cfg: ModelConfig, seq_len: float, causal: bool) -> float:
     """Forward+backward FLOPs of QK^T and AV per token (not counted by 6N)."""
     d_attn = cfg.heads * (cfg.head_dim or cfg.hidden // cfg.heads)
-    full = 12 * cfg.layers * d_attn * seq_len
-    return full / 2 if causal else full
+    return 12 * cfg.layers * d_attn * attended_positions(seq_len, causal, cfg.sliding_window)
 
 
 def train_flops_per_token(cfg: ModelConfig, counts: ParamCounts, seq_len: int, causal: bool = True) -> float:

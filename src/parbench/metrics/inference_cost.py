@@ -27,6 +27,8 @@ def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, itemsize: 
     cache of the whole batch at the mean context length of the decode steps."""
     weight_bytes = counts.matmul_active * itemsize
     context = mean_decode_context(w.input_len, w.output_len)
+    if model.sliding_window:  # a step reads only the window's positions
+        context = min(context, model.sliding_window)
     return float(weight_bytes), float(kv_bytes_per_position(model, w.batch_size, itemsize) * context)
 
 

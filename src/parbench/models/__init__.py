@@ -14,6 +14,22 @@ MODEL_FAMILIES.register("llama")("parbench.models.llama:Transformer")
 MODEL_FAMILIES.register("gpt2")("parbench.models.gpt2:GPT2")
 
 
+def describe(cfg: ModelConfig) -> str:
+    """The architecture in one line (dry_run's plan, `parbench plan`), e.g. `llama: 32 layers, hidden
+    4096, 32 heads (8 KV) x 128, ffn 14336, vocab 128256, rope 500000 llama3 x8, untied head`."""
+    head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+    parts = [f"{cfg.layers} layers", f"hidden {cfg.hidden}", f"{cfg.heads} heads ({cfg.kv_heads} KV) x {head_dim}",
+             f"ffn {cfg.ffn}" + (f" x {cfg.experts} experts, top {cfg.top_k}" if cfg.experts else ""),
+             f"vocab {cfg.vocab}", f"max_seq_len {cfg.max_seq_len}"]
+    if cfg.family != "gpt2":
+        scaling = cfg.rope_scaling or {}
+        parts.append(f"rope {cfg.rope_theta:g}" + (f" {scaling['rope_type']} x{scaling['factor']:g}" if scaling else ""))
+    parts += [label for on, label in ((cfg.qkv_bias, "qkv bias"), (cfg.qk_norm, "qk norm"),
+                                      (cfg.sliding_window, f"sliding window {cfg.sliding_window}")) if on]
+    parts.append("tied head" if cfg.tie_embeddings else "untied head")
+    return f"{cfg.family}: " + ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class ParamCounts:
     total: int  # every parameter once (tied weights once)

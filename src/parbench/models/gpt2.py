@@ -10,6 +10,7 @@ from torch import nn
 
 from parbench.config.schema import ModelConfig
 from parbench.models.build import embedding, init_dense
+from parbench.models.kv_cache import KVCache, LayerKVCache
 from parbench.models.llama import INIT_STD, Attention
 
 
@@ -31,8 +32,8 @@ class GPT2Block(nn.Module):
         self.ffn_norm = nn.LayerNorm(cfg.hidden, eps=cfg.norm_eps)
         self.feed_forward = MLP(cfg.hidden, cfg.ffn)
 
-    def forward(self, x: torch.Tensor, rope: None = None) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), None)
+    def forward(self, x: torch.Tensor, rope: None = None, cache: LayerKVCache | None = None) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), None, cache=cache)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
@@ -55,14 +56,21 @@ class GPT2(nn.Module):
         for module in self.modules():
             init_dense(module, partial(nn.init.normal_, std=INIT_STD))
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def init_buffers(self) -> None:
+        """No buffers (positions are learned): what a sharded build calls on every family."""
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """Logits (or a pipeline stage's hidden states); with a cache, `tokens` continue the cached
+        sequence from position cache.length."""
         if self.tok_embeddings is not None:
             if positions is None:
-                positions = torch.arange(tokens.shape[1], device=tokens.device)
+                start = cache.length if cache is not None else 0
+                positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
             h = self.tok_embeddings(tokens) + self.pos_embeddings(positions)
         else:
             h = tokens
-        for layer in self.layers.values():
-            h = layer(h)
+        for name, layer in self.layers.items():
+            h = layer(h, cache=cache.layer(name) if cache is not None else None)
         h = self.norm(h) if self.norm is not None else h
         return self.output(h) if self.output is not None else h

@@ -32,15 +32,19 @@ class LayerKVCache:
         self.v: torch.Tensor | None = None
         self.position: torch.Tensor | None = None  # [1] on the device: the static-shape decode position
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Cache this call's k/v [batch, kv_heads, new, head_dim] and attend q over the sequence so far."""
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
+        """Cache this call's k/v [batch, kv_heads, new, head_dim] and attend q over the sequence so far
+        (its last `window` positions, when given)."""
         if self.position is None:
-            return cached_causal_attention(q, *self.update(k, v))
+            return cached_causal_attention(q, *self.update(k, v), window=window)
         self.k.index_copy_(2, self.position, k)
         self.v.index_copy_(2, self.position, v)
         # The buffer's length, not max_len: a compiled step keeps it a dynamic size (one step for every length).
-        visible = (torch.arange(self.k.shape[2], device=q.device) <= self.position)[None]  # [1 query, keys]
-        return one_token_attention(q, self.k, self.v, visible)
+        keys = torch.arange(self.k.shape[2], device=q.device)
+        visible = keys <= self.position
+        if window is not None:
+            visible &= keys > self.position - window
+        return one_token_attention(q, self.k, self.v, visible[None])  # [1 query, keys]
 
     def allocate(self, batch: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
         """The buffers, before the first write (a compiled prefill then never sees them missing)."""
@@ -105,15 +109,26 @@ class KVCache:
         return sum(c.nbytes() // c.max_len for c in self.layers.values() if c.k is not None)
 
 
-def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Attention of the newest q positions over all cached keys: causal aligned to the end
-    (SDPA's is_causal aligns to the start, which is wrong once keys outnumber queries)."""
+def sliding_causal_mask(q_len: int, k_len: int, window: int, device: torch.device) -> torch.Tensor:
+    """[q_len, k_len] bool: the newest q_len positions each see the `window` positions up to and
+    including their own (Mistral's sliding window; Hugging Face's q_idx - kv_idx < window)."""
+    behind = torch.arange(k_len - q_len, k_len, device=device)[:, None] - torch.arange(k_len, device=device)[None]
+    return (behind >= 0) & (behind < window)
+
+
+def cached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                            window: int | None = None) -> torch.Tensor:
+    """Attention of the newest q positions over all cached keys (the last `window` of them for
+    each query, when given): causal aligned to the end (SDPA's is_causal aligns to the start,
+    which is wrong once keys outnumber queries)."""
     q_len, k_len = q.shape[2], k.shape[2]
-    if q_len == 1:  # one new token sees every cached position
-        return one_token_attention(q, k, v)
+    if q_len == 1:  # one new token sees every cached position (in its window)
+        return one_token_attention(q, k[:, :, -window:], v[:, :, -window:]) if window else one_token_attention(q, k, v)
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1:
         k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
+    if window is not None and window < k_len:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_causal_mask(q_len, k_len, window, q.device))
     if q_len == k_len:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     from torch.nn.attention.bias import causal_lower_right  # loads torch._dynamo: only for chunked prefill

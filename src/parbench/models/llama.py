@@ -1,10 +1,13 @@
 """Llama-style decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU MLP (or MoE), as in
-Llama 2/3, Qwen3 (qk_norm) and Mixtral (experts>0). Module names follow torchtitan's so the
+Llama 2/3 (RoPE scaling), Mistral (sliding_window), Qwen2 (qkv_bias), Qwen3 (qk_norm) and
+Mixtral (experts>0). Module names follow torchtitan's so the
 TP/FSDP plans read the same."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -12,15 +15,29 @@ from torch import nn
 
 from parbench.config.schema import ModelConfig
 from parbench.models.build import embedding, init_dense
-from parbench.models.kv_cache import KVCache, LayerKVCache
+from parbench.models.kv_cache import KVCache, LayerKVCache, sliding_causal_mask
 from parbench.models.moe import MoE
 
 INIT_STD = 0.02
 
 
-def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def scaled_frequencies(inv_freq: torch.Tensor, scaling: dict[str, Any]) -> torch.Tensor:
+    """RoPE frequencies under Hugging Face's rope_scaling: linear divides them all by the factor;
+    llama3 (Llama 3.1) divides the low ones, keeps the high ones and blends those in between."""
+    if scaling["rope_type"] == "linear":
+        return inv_freq / scaling["factor"]
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    periods_in_context = scaling["original_max_position_embeddings"] * inv_freq / (2 * math.pi)
+    keep = ((periods_in_context - low) / (high - low)).clamp(0, 1)  # 1: high frequency, 0: low
+    return (1 - keep) * inv_freq / factor + keep * inv_freq
+
+
+def rope_tables(head_dim: int, max_seq_len: int, theta: float,
+                scaling: dict[str, Any] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables of shape [max_seq_len, head_dim // 2] for rotate-half RoPE."""
     inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    if scaling:
+        inv_freq = scaled_frequencies(inv_freq, scaling)
     angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)
     return angles.cos(), angles.sin()
 
@@ -42,28 +59,36 @@ class RMSNorm(nn.RMSNorm):
         return F.rms_norm(x, self.normalized_shape, self.weight.to(x.dtype), self.eps)
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, native_gqa: bool = True) -> torch.Tensor:
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, native_gqa: bool = True,
+                     window: int | None = None) -> torch.Tensor:
     """SDPA over [batch, heads, seq, head_dim]; k/v may carry fewer (grouped) heads, which SDPA
     takes as they are (enable_gqa: 7% faster than repeating them on an H100) or, for kernels
-    that need equal head counts, repeated."""
+    that need equal head counts, repeated. `window`: each query sees that many positions (itself
+    included), through an explicit mask once the sequence is longer."""
     n_rep = q.shape[1] // k.shape[1]
     if n_rep > 1 and not native_gqa:
         k, v = (t.repeat_interleave(n_rep, dim=1) for t in (k, v))
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=k.shape[1] != q.shape[1])
+    gqa = k.shape[1] != q.shape[1]
+    if window is not None and window < k.shape[2]:
+        mask = sliding_causal_mask(q.shape[2], k.shape[2], window, q.device)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
 
 
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, bias: bool = False):
         super().__init__()
         self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
-        self.wq = nn.Linear(cfg.hidden, cfg.heads * self.head_dim, bias=bias)
-        self.wk = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=bias)
-        self.wv = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=bias)
+        qkv_bias = bias or cfg.qkv_bias  # GPT-2: every projection; Qwen2: q, k and v only
+        self.wq = nn.Linear(cfg.hidden, cfg.heads * self.head_dim, bias=qkv_bias)
+        self.wk = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=qkv_bias)
+        self.wv = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=qkv_bias)
         self.wo = nn.Linear(cfg.heads * self.head_dim, cfg.hidden, bias=bias)
         self.q_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.window = cfg.sliding_window
         # Swappable core (context parallel replaces it with a ring / all-gather form).
-        self.attention_fn = causal_attention
+        self.attention_fn = partial(causal_attention, window=self.window) if self.window else causal_attention
         self.wqkv: nn.Linear | None = None  # q, k and v in one matmul once fuse_projections() ran
 
     def fuse_projections(self) -> None:
@@ -97,7 +122,7 @@ class Attention(nn.Module):
         if cache is None:
             out = self.attention_fn(q, k, v)
         else:  # decoding: attend over every cached position, this call's included
-            out = cache.attend(q, k, v)
+            out = cache.attend(q, k, v, self.window)
         return self.wo(out.transpose(1, 2).reshape(b, s, -1))
 
 
@@ -125,12 +150,15 @@ class FeedForward(nn.Module):
 
 
 def concatenated_linear(*linears: nn.Linear) -> nn.Linear:
-    """One bias-free Linear whose output is the linears' outputs side by side."""
-    if any(m.bias is not None for m in linears):
-        raise ValueError("fusing projections needs bias-free Linear layers (Llama's)")
+    """One Linear whose output is the linears' outputs side by side (biased if they all are)."""
+    biased = [m.bias is not None for m in linears]
+    if any(biased) and not all(biased):
+        raise ValueError("fusing projections needs all of them biased or none")
     weight = torch.cat([m.weight for m in linears])
-    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=all(biased), device="meta")
     fused.weight = nn.Parameter(weight, requires_grad=False)
+    if all(biased):
+        fused.bias = nn.Parameter(torch.cat([m.bias for m in linears]), requires_grad=False)
     return fused
 
 
@@ -194,7 +222,7 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def init_buffers(self) -> None:
         """The RoPE tables (no RNG)."""
-        cos, sin = rope_tables(self.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta)
+        cos, sin = rope_tables(self.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, self.cfg.rope_scaling)
         self.rope_cos.copy_(cos)
         self.rope_sin.copy_(sin)
 

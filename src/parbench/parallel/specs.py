@@ -73,7 +73,11 @@ def validate_ep(cfg: Config, dims: ParallelDims) -> None:
 
 
 def validate_cp(cfg: Config, dims: ParallelDims) -> None:
-    p = cfg.parallel
+    p, window, seq = cfg.parallel, cfg.model.sliding_window, getattr(cfg.workload, "seq_len", 0)
+    if dims.cp > 1 and window and window < seq:
+        raise ConfigError(f"parallel.cp={dims.cp} splits the sequence for full causal attention, and "
+                          f"model.sliding_window={window} is shorter than workload.seq_len={seq}: "
+                          f"set parallel.cp=1, or workload.seq_len<={window}")
     if p.cp_rotate not in CP_ROTATE_METHODS:
         raise ConfigError(f"parallel.cp_rotate={p.cp_rotate!r}: use one of {', '.join(CP_ROTATE_METHODS)}")
     if dims.cp > 1 and cfg.hardware.device_type != "cuda" and p.cp_rotate != "allgather":

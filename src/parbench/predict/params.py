@@ -23,9 +23,10 @@ def _attention(m: ModelConfig, bias: bool) -> Named:
     q, kv = m.heads * hd, m.kv_heads * hd
     shapes = [("attention.wq.weight", (q, m.hidden)), ("attention.wk.weight", (kv, m.hidden)),
               ("attention.wv.weight", (kv, m.hidden)), ("attention.wo.weight", (m.hidden, q))]
+    if bias or m.qkv_bias:
+        shapes += [("attention.wq.bias", (q,)), ("attention.wk.bias", (kv,)), ("attention.wv.bias", (kv,))]
     if bias:
-        shapes += [("attention.wq.bias", (q,)), ("attention.wk.bias", (kv,)), ("attention.wv.bias", (kv,)),
-                   ("attention.wo.bias", (m.hidden,))]
+        shapes.append(("attention.wo.bias", (m.hidden,)))
     if m.qk_norm:
         shapes += [("attention.q_norm.weight", (hd,)), ("attention.k_norm.weight", (hd,))]
     return shapes

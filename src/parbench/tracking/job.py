@@ -9,6 +9,7 @@ from pathlib import Path
 
 from parbench import __version__
 from parbench.config import resolve
+from parbench.config.hf_model import source_tags
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
 from parbench.paths import PROFILE_DIR, RESULTS_FILE, STEPS_FILE, git_sha
@@ -31,7 +32,7 @@ class JobRun:
         tags = {**{f"choice.{k}": v for k, v in choices.items()}, "git_sha": sha,
                 "mlflow.source.git.commit": sha.removesuffix("-dirty"), "parbench_version": __version__,
                 **process_tags(), "job_dir": str(job_dir.resolve()), "overrides": " ".join(overrides),
-                HASH_TAG: config_hash(cfg)}
+                HASH_TAG: config_hash(cfg), **source_tags(cfg.model)}
         run = cls(store, store.create_run(name, tags, parent_id))
         store.log_params(run.run_id, resolve.flatten(resolve.as_dict(cfg)))
         store.log_metrics(run.run_id, {f"plan_{k}": v for k, v in resolve.flatten(plan).items()

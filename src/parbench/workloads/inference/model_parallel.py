@@ -26,6 +26,7 @@ from parbench.config.schema import ModelConfig
 from parbench.models.build import build_model
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import FeedForward, Transformer, init_module
+from parbench.models.moe import MoE
 from parbench.distenv import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
 from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compiled, mark_lengths_dynamic
@@ -57,7 +58,8 @@ class ColumnParallelLinear(nn.Linear):
     shard_dim = 0
 
     def __init__(self, linear: nn.Linear, group: dist.ProcessGroup, gather: bool = False):
-        super().__init__(linear.in_features, linear.out_features // group.size(), bias=False, device="meta")
+        super().__init__(linear.in_features, linear.out_features // group.size(), bias=linear.bias is not None,
+                         device="meta")
         self.group, self.gather = group, gather
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -71,18 +73,19 @@ class ColumnParallelLinear(nn.Linear):
 
 class RowParallelLinear(nn.Linear):
     """A slice of the input features (those the column-parallel layer before it produced); the
-    all_reduce over the tp group sums the slices' partial outputs."""
+    all_reduce over the tp group sums the slices' partial outputs, then the (whole) bias is added once."""
 
     shard_dim = 1
 
     def __init__(self, linear: nn.Linear, group: dist.ProcessGroup):
-        super().__init__(linear.in_features // group.size(), linear.out_features, bias=False, device="meta")
+        super().__init__(linear.in_features // group.size(), linear.out_features, bias=linear.bias is not None,
+                         device="meta")
         self.group = group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = super().forward(x)
+        out = F.linear(x, self.weight)
         dist.all_reduce(out, group=self.group)
-        return out
+        return out if self.bias is None else out + self.bias
 
 
 def split_stage(model: Transformer, stage: int, stages: int) -> Transformer:
@@ -95,6 +98,8 @@ def split_stage(model: Transformer, stage: int, stages: int) -> Transformer:
             del model.layers[name]
     if stage > 0:
         model.tok_embeddings = None
+        if hasattr(model, "pos_embeddings"):  # GPT-2's learned positions
+            model.pos_embeddings = None
     if stage < stages - 1:
         model.norm, model.output = None, None
     return model
@@ -102,11 +107,9 @@ def split_stage(model: Transformer, stage: int, stages: int) -> Transformer:
 
 def tensor_parallel(model: Transformer, group: dist.ProcessGroup) -> Transformer:
     """Swap the (meta) modules for their tensor-parallel shards: q/k/v and w1/w3 split by output
-    columns, wo and w2 by input rows (one all_reduce per attention and per MLP), the embedding by
-    vocab rows, the head by vocab columns with the logits gathered. MoE experts stay replicated."""
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if any(m.bias is not None for m in linears):
-        raise ValueError("tensor-parallel inference shards bias-free Linear layers only (Llama's)")
+    columns (and their biases), wo and w2 by input rows (one all_reduce per attention and per MLP),
+    the embedding by vocab rows, the head by vocab columns with the logits gathered. MoE experts
+    and GPT-2's learned positions stay replicated."""
     if model.tok_embeddings is not None:
         model.tok_embeddings = VocabParallelEmbedding(model.cfg.vocab, model.cfg.hidden, group)
     if model.output is not None:
@@ -116,26 +119,30 @@ def tensor_parallel(model: Transformer, group: dist.ProcessGroup) -> Transformer
         attention.wq, attention.wk, attention.wv = (ColumnParallelLinear(w, group)
                                                     for w in (attention.wq, attention.wk, attention.wv))
         attention.wo = RowParallelLinear(attention.wo, group)
-        if isinstance(block.feed_forward, FeedForward):
-            mlp = block.feed_forward
-            mlp.w1, mlp.w3 = ColumnParallelLinear(mlp.w1, group), ColumnParallelLinear(mlp.w3, group)
+        mlp = block.feed_forward
+        if not isinstance(mlp, MoE):  # SwiGLU (w1, w3, w2) or GPT-2's GELU MLP (w1, w2)
+            mlp.w1 = ColumnParallelLinear(mlp.w1, group)
+            if isinstance(mlp, FeedForward):
+                mlp.w3 = ColumnParallelLinear(mlp.w3, group)
             mlp.w2 = RowParallelLinear(mlp.w2, group)
     return model
 
 
 def tensor_parallel_slicer(model: nn.Module, tp: int, tp_rank: int):
-    """(parameter name, full tensor) -> this rank's part: its slice along the module's shard_dim."""
+    """(parameter name, full tensor) -> this rank's part: its slice along the module's shard_dim
+    (a row-parallel layer's bias, which has no such dim, whole)."""
     def local_part(name: str, full: torch.Tensor) -> torch.Tensor:
         dim = getattr(model.get_submodule(name.rpartition(".")[0]), "shard_dim", None)
-        return full if dim is None else full.chunk(tp, dim=dim)[tp_rank]
+        return full if dim is None or dim >= full.dim() else full.chunk(tp, dim=dim)[tp_rank]
     return local_part
 
 
 def to_inference_dtype(model: Transformer, dtype: torch.dtype) -> Transformer:
-    """Weights in `dtype`; the RoPE tables stay fp32, as in vLLM and Hugging Face."""
-    rope = (model.rope_cos, model.rope_sin)
+    """Weights in `dtype`; the RoPE tables (GPT-2 has none) stay fp32, as in vLLM and Hugging Face."""
+    rope = {name: buffer for name, buffer in model.named_buffers(recurse=False) if name.startswith("rope_")}
     model.to(dtype)
-    model.rope_cos, model.rope_sin = rope
+    for name, buffer in rope.items():
+        setattr(model, name, buffer)
     return model
 
 

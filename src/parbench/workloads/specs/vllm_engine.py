@@ -188,7 +188,15 @@ def validate_vllm(cfg: Config) -> None:
     check_weights(cfg)
     check_layout(cfg)
     m = cfg.model
-    if cfg.workload.vllm.model is None:
+    if m.config_json and cfg.workload.vllm.model is not None:
+        raise ConfigError(f"model.path={m.path} and workload.vllm.model={cfg.workload.vllm.model} both name the "
+                          "model: drop workload.vllm.model (vLLM builds model.path's config.json too)")
+    if m.config_json:
+        if Path(m.config_json).name != "config.json":
+            raise ConfigError(f"workload.engine=vllm loads a model folder, and model.path={m.path} is the file "
+                              f"{m.config_json}: put it in a folder as config.json and point model.path there")
+        shape, source = parbench_shape(cfg), f"model.path={m.path}"
+    elif cfg.workload.vllm.model is None:
         if m.family != "llama" or m.experts or m.qk_norm:
             raise ConfigError(f"workload.engine=vllm exports model={m.name} to Hugging Face format only for dense "
                               "Llama models: set workload.vllm.model=<HF model dir or name>")

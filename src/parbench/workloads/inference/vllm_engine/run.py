@@ -106,6 +106,8 @@ def resolved_weights(cfg: Config) -> str:
         return v.weights
     if v.model is not None:
         return "checkpoint"
+    if cfg.model.config_json:  # model=hf: vLLM builds its config.json's architecture with random weights
+        return "dummy"
     return "seeded" if weights_gb(cfg) <= SEEDED_AUTO_MAX_GB else "dummy"
 
 
@@ -115,6 +117,8 @@ def prepare_model(cfg: Config, weights: str, job_dir: Path) -> str:
     w = cfg.workload
     if w.vllm.model is not None:
         return w.vllm.model
+    if cfg.model.config_json and weights == "dummy":  # model=hf: the config.json the native engine builds
+        return str(Path(cfg.model.config_json).parent)
     path, dtype = job_dir / HF_MODEL_DIR, torch_dtype(w.dtype)
     if weights == "dummy":
         return str(export_hf_config(cfg.model, dtype, path))
