@@ -80,3 +80,63 @@ def test_noise_helpers():
     assert noise.supported_percentiles(100) == (50, 90, 99)
     assert noise.overlaps(1, 2, 2, 3) and not noise.overlaps(1, 2, 2.5, 3) and noise.overlaps(1, 2, np.nan, 3)
     assert noise.wide_note(100, 80, 130) == "wide interval (±25 %)" and noise.wide_note(100, 95, 105) == ""
+
+
+def inference_run(tp: int, pp: int, input_len: int, tok_s: float, spread: float, ttft: float) -> dict:
+    """A native-engine run of 5 batches of 4 requests, output 16: its E2E interval is ±spread."""
+    e2e = 4 * 16 / tok_s
+    layout = " ".join(f"{d}{n}" for d, n in (("tp", tp), ("pp", pp)) if n > 1) or "1 rank"
+    return {"run_id": f"{layout}-{input_len}", "status": "FINISHED", "tags.mlflow.runName": f"tiny {layout} inference in{input_len}",
+            "params.workload.name": "inference", "params.workload.engine": "native", "params.parallel.tp": str(tp),
+            "params.parallel.pp": str(pp), "params.workload.input_len": str(input_len), "params.workload.output_len": "16",
+            "params.workload.batch_size": "4", "params.workload.dtype": "fp32", "params.model.name": "tiny",
+            "params.hardware.name": "cpu", "params.hardware.nodes": "1", "params.hardware.gpus_per_node": str(tp * pp),
+            "metrics.requests_measured": 20.0, "metrics.output_tokens_per_s": tok_s,
+            "metrics.e2e_s_p50": e2e, "metrics.e2e_s_ci_low": e2e * (1 - spread), "metrics.e2e_s_ci_high": e2e * (1 + spread),
+            "metrics.ttft_s_p50": ttft, "metrics.ttft_s_ci_low": ttft * 0.95, "metrics.ttft_s_ci_high": ttft * 1.05,
+            "metrics.tpot_s_p50": e2e / 16, "metrics.ttft_s_p90": ttft * 1.1, "metrics.ttft_s_p99": ttft * 1.1}
+
+
+@pytest.fixture
+def inference() -> pd.DataFrame:
+    """pp2 clearly fastest at in64 (and more than twice the 1-rank throughput); at in128 tp2 and
+    pp2 overlap; two input lengths only."""
+    return annotate(pd.DataFrame([inference_run(1, 1, 64, 1000, 0.05, 0.030), inference_run(2, 1, 64, 1500, 0.05, 0.020),
+                                  inference_run(1, 2, 64, 2600, 0.05, 0.025), inference_run(1, 1, 128, 900, 0.05, 0.060),
+                                  inference_run(2, 1, 128, 1400, 0.2, 0.040), inference_run(1, 2, 128, 1500, 0.2, 0.045)]))
+
+
+def test_the_inference_verdict_and_flags(inference, tmp_path):
+    from parbench.report.inference import fit_table, inference_runs, percentile_table
+    from parbench.report.inference_verdict import scaling_table as inference_scaling, verdict as inference_verdict
+
+    done = inference_runs(RunSet(inference, "synthetic").of("inference"))
+    assert set(done["layout"]) == {"1 rank", "tp2", "pp2"}  # the run names' words, not `tp1_pp2`
+    in64, in128 = inference_verdict(done)
+    assert in64.startswith("in64 out16 bs4: **pp2** has the most output tokens/s") and "lowest TTFT: **tp2**" in in64
+    assert "no winner" in in128 and "**tp2**" in in128 and "**pp2**" in in128
+    overhead = inference_scaling(done).set_index(["layout", "input_len"])
+    assert overhead.loc[("pp2", 64), "scaling_efficiency"] == pytest.approx(1.3)
+    assert overhead.loc[("pp2", 64), "notes"] == "efficiency above 100 %"  # beyond both intervals
+    assert fit_table(done)[1].empty  # two input lengths: no line
+    shown, data = percentile_table(done)
+    assert (data["samples"] == 5).all() and data["ttft_s_p90"].isna().all() and data["ttft_s_p50"].notna().all()
+    assert shown["TTFT p99"].eq("–").all()
+    from parbench.report.inference import inference_section
+
+    section = inference_section(RunSet(inference, "synthetic"), tmp_path, lambda run_id, path: None)
+    text = " ".join(b.text for b in section.blocks if hasattr(b, "text"))
+    assert "**Efficiency above 100 %** (pp2" in text
+    assert (tmp_path / "inference_latency_vs_input.png").exists()  # the points, without lines
+    assert "inference_fits.csv" not in {b.csv for b in section.blocks if hasattr(b, "csv")}
+
+
+def test_a_line_needs_three_input_lengths_and_says_when_it_is_noise():
+    from parbench.metrics.fits import fit_line
+    from parbench.report.inference import trend
+
+    line = fit_line([64, 128, 256], [0.030, 0.028, 0.031])
+    assert line.slope_low < 0 < line.slope_high and trend(line.slope_low, line.slope_high) == "none beyond noise"
+    steep = fit_line([64, 128, 256, 512], [0.010, 0.020, 0.041, 0.079])
+    assert trend(steep.slope_low, steep.slope_high) == "grows with input"
+    assert np.isnan(fit_line([64, 128], [0.03, 0.02]).slope_low)  # two points: no interval

@@ -96,7 +96,8 @@ CAVEATS = {
     "efficiency above 100 %": ("**Efficiency above 100 %** ({runs}). More than linear scaling is not "
                                "expected of these layouts: the likely cause is a baseline run that ran slow (the "
                                "first point of a sweep, a busy machine), not a faster layout. Rerun the baseline "
-                               "and this point with more steps (`resume=false workload.steps=32`)."),
+                               "and this point (`resume=false`) with more `workload.steps` (training) or "
+                               "`workload.repeats` (inference)."),
     "no interval": ("**No interval** ({runs}): too few measured steps for a confidence interval; these runs "
                     "are not ranked against the others. Rerun with more measured steps."),
 }
