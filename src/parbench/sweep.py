@@ -34,7 +34,8 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
     """The sweep's table, reports and CSV on its parent run, then the run closed (status None: FINISHED
     if any point finished or was skipped as already FINISHED, else FAILED)."""
     from parbench.report.build import sweep_report
-    from parbench.report.summary import format_runs, markdown_table, sweep_table
+    from parbench.report.mlflow_view import describe_sweep
+    from parbench.report.summary import format_runs, sweep_table
     from parbench.tracking.store import Store
 
     parent = json.loads((sweep_dir / PARENT_FILE).read_text())
@@ -45,10 +46,8 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
     table.to_csv(csv, index=False)
     store.log_artifacts(run_id, [csv])
     skipped = len(list(sweep_dir.glob(f"*/{SKIPPED_FILE}")))
-    # The parent run's description: the first click in the MLflow UI shows the figures.
-    store.set_tags(run_id, {"mlflow.note.content": f"**{len(table)} runs** of `{sweep_dir}`\n\n"
-                                                    f"{markdown_table(table)}", "skipped": str(skipped),
-                            **({"failure_reason": reason} if reason else {})})
+    store.set_tags(run_id, {"skipped": str(skipped), **({"failure_reason": reason} if reason else {})})
+    link = describe_sweep(store, run_id, children, sweep_dir)  # what the MLflow UI shows at the first click
     reports = sweep_report(store, run_id, children, sweep_dir)
     finished = bool(len(table)) and (table["status"] == "FINISHED").any()
     store.close(run_id, status or ("FINISHED" if finished or skipped else "FAILED"))
@@ -58,7 +57,7 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
         print(f"Skipped {skipped} point(s) that already have a FINISHED run with the same config "
               "(resume=true; resume=false runs them again)")
     print("".join(f"Report: {path}\n" for path in reports), end="")
-    print(f"Summary CSV: {csv}\nCompare the runs: {store.where_to_look(run_id)}", flush=True)
+    print(f"Summary CSV: {csv}\nCompare the runs: {link}", flush=True)
 
 
 def close_sweep_or_defer(sweep_dir: Path, status: str | None = None, reason: str = "") -> None:

@@ -143,15 +143,18 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def verdict(table: pd.DataFrame, kind: str | None) -> list[str]:
     """Per device count, the fastest layout only where the intervals support one; then the scaling
-    against the baseline, and what limits the others."""
+    against the baseline."""
     lines = [_device_verdict(group) for _, group in table.groupby("devices")]
     if kind is not None:
         lines.append(_scaling_verdict(table, kind))
-    limits = [f"{row.run} ({_limit(row)})" for row in table.itertuples() if row.vs_fastest != "fastest"]
-    if limits and len(table) > 1:
-        lines.append("What limits the others (the largest of exposed communication and bubble): "
-                     + "; ".join(limits) + ".")
     return lines
+
+
+def limits(table: pd.DataFrame) -> str:
+    """What limits each run that is not the clear fastest of its device count."""
+    named = [f"{row.run} ({_limit(row)})" for row in table.itertuples() if row.vs_fastest not in ("fastest", "only run")]
+    return ("What limits the others (the largest of exposed communication and bubble): " + "; ".join(named) + "."
+            if named else "")
 
 
 def _device_verdict(group: pd.DataFrame) -> str:
@@ -232,7 +235,7 @@ def intro(table: pd.DataFrame, kind: str | None, train: pd.DataFrame) -> list[Pa
            "intervals of tokens/s (from the interval of each run's median step time): a winner is named only "
            "when its interval clears every other's. Speedup intervals combine the run's and the baseline's.")
     caveats = noise.caveats(table) + twins_caveat(table)
-    return [Paragraph(" ".join(verdict(table, kind))), *[Paragraph(c) for c in caveats], Paragraph(how)]
+    return [Paragraph(" ".join([*verdict(table, kind), limits(table)])), *[Paragraph(c) for c in caveats], Paragraph(how)]
 
 
 def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:

@@ -93,6 +93,9 @@ class Store:
         for i in range(0, len(items), BATCH):
             retry(self.client.log_batch, run_id, tags=items[i:i + BATCH])
 
+    def set_experiment_tag(self, key: str, value: str) -> None:
+        retry(self.client.set_experiment_tag, self.experiment_id, key, scrub(value))
+
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
