@@ -140,3 +140,18 @@ def test_a_line_needs_three_input_lengths_and_says_when_it_is_noise():
     steep = fit_line([64, 128, 256, 512], [0.010, 0.020, 0.041, 0.079])
     assert trend(steep.slope_low, steep.slope_high) == "grows with input"
     assert np.isnan(fit_line([64, 128], [0.03, 0.02]).slope_low)  # two points: no interval
+
+
+def test_children_that_share_a_name_are_named_apart(tmp_path):
+    from parbench.report.mlflow_view import distinct_names
+    from parbench.tracking.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", "names")
+    parent = store.create_run("sweep", {})
+    for hardware in ("h100", "h200"):
+        run = store.create_run("llama dp2 seq64 mbs4", {}, parent)
+        store.log_params(run, {"hardware.name": hardware, "parallel.name": "dp"})
+    renamed = distinct_names(store, store.child_runs(parent))
+    names = sorted(store.child_runs(parent)["tags.mlflow.runName"])
+    assert names == ["llama dp2 seq64 mbs4 hardware=h100", "llama dp2 seq64 mbs4 hardware=h200"]
+    assert sorted(renamed["tags.mlflow.runName"]) == names

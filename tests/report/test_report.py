@@ -30,7 +30,7 @@ def sweep(root, name: str, uri: str, *overrides: str) -> Cli:
     cli = Cli(root / name)
     cli.root.mkdir()
     cli.uri = uri
-    cli.run(*overrides, multirun=True, timeout=900)
+    cli.stdout = cli.run(*overrides, multirun=True, timeout=900).stdout
     return cli
 
 
@@ -172,3 +172,33 @@ def test_a_change_is_significant_only_when_the_intervals_part():
     assert significance(run(110, 120), run(90, 100), "throughput_tokens_per_s") == "significant"
     assert significance(run(95, 120), run(90, 100), "throughput_tokens_per_s") == "within noise"
     assert significance(run(95, 120), pd.Series(dtype=float), "throughput_tokens_per_s") == "no interval logged"
+
+
+def test_the_mlflow_ui_shows_the_sweep_at_the_first_click(strong, store):
+    """After a real sweep: the parent run's headline metrics and description (verdict, every point
+    best first), the saved view the printed link opens, each child's own description."""
+    root, uri = store
+    client = mlflow.MlflowClient(uri)
+    parent = client.get_run(parent_id(strong))
+    finished = {r.info.run_name: r for r in client.search_runs([parent.info.experiment_id],
+                                                               f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+                if r.info.status == "FINISHED"}
+    best = max(r.data.metrics["throughput_tokens_per_s"] for r in finished.values())
+    assert parent.data.metrics["best_throughput_tokens_per_s"] == best
+    assert parent.data.metrics["points_finished"] == 2 and parent.data.metrics["points_failed"] == 1
+    note = parent.data.tags["mlflow.note.content"]
+    assert note.startswith("**Verdict.** On 1 device: only **") and "Strong scaling against one baseline" in note
+    table = note.split("```")[1].strip().splitlines()
+    assert table[0].split()[:2] == ["run", "status"] and "FAILED" in table[-1]  # best first, the failed point last
+    order = [name for line in table[1:3] for name in finished if line.startswith(name)]
+    assert order == sorted(finished, key=lambda n: -finished[n].data.metrics["throughput_tokens_per_s"])
+    view = client.get_experiment(parent.info.experiment_id).tags[f"mlflow.sharedViewState.sweep-{parent.info.run_id[:12]}"]
+    state = json.loads(view)
+    assert state["orderByKey"] == "metrics.`throughput_tokens_per_s`" and state["orderByAsc"] is False
+    assert parent.info.run_id in state["searchFilter"] and "metrics.`mfu`" in state["selectedColumns"]
+    assert f"#/experiments/{parent.info.experiment_id}/runs?viewStateShareKey=sweep-" in strong.stdout  # the printed link
+    child = next(iter(finished.values())).data.tags["mlflow.note.content"]
+    assert child.startswith("**FINISHED**") and "tokens/s **" in child and "ui.perfetto.dev" in child
+    names = [r.info.run_name for r in client.search_runs([parent.info.experiment_id],
+                                                        f"tags.mlflow.parentRunId = '{parent.info.run_id}'")]
+    assert len(set(names)) == len(names)

@@ -94,7 +94,8 @@ def headline_metrics(children: pd.DataFrame) -> dict[str, float]:
                "points_failed": float((children["status"] != "FINISHED").sum())}
     best = sorted_points(children, rank_by).iloc[0] if rank_by and len(children) else None
     if best is not None and best["status"] == "FINISHED":
-        metrics.update({f"best_{n}": float(best[f"metrics.{n}"]) for n in shown
+        # 4 significant digits: the run page lists them as raw floats (0.0034301480000067386 otherwise)
+        metrics.update({f"best_{n}": float(f"{best[f'metrics.{n}']:.4g}") for n in shown
                         if pd.notna(best.get(f"metrics.{n}"))})
     return metrics
 
