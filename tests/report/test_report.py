@@ -14,6 +14,7 @@ import pytest
 
 from conftest import Cli
 from parbench.__main__ import main as parbench_main
+from parbench.fmt import format_metric
 from parbench.report.__main__ import main as report_main
 from parbench.report.baseline import significance
 from parbench.metrics.fits import fit_alpha_beta, fit_line
@@ -82,7 +83,7 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     assert table.loc[2, "speedup"] == pytest.approx(step["1"] / step["2"], rel=1e-9)
     assert table.loc[2, "parallel_efficiency"] == pytest.approx(step["1"] / step["2"] / 2, rel=1e-9)
     assert table.loc[1, "speedup"] == pytest.approx(1.0)
-    assert set(table["vs_fastest"]) <= {"fastest", "indistinguishable", "slower"}
+    assert set(table["vs_fastest"]) == {"only run"}  # one run per device count: nothing to rank within
 
 
 def test_cli_latest_sweep_and_baseline(strong, store, monkeypatch, capsys):
@@ -184,14 +185,13 @@ def test_the_mlflow_ui_shows_the_sweep_at_the_first_click(strong, store):
                                                                f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
                 if r.info.status == "FINISHED"}
     best = max(r.data.metrics["throughput_tokens_per_s"] for r in finished.values())
-    assert parent.data.metrics["best_throughput_tokens_per_s"] == best
+    assert parent.data.metrics["best_throughput_tokens_per_s"] == pytest.approx(best, rel=1e-3)  # 4 digits
     assert parent.data.metrics["points_finished"] == 2 and parent.data.metrics["points_failed"] == 1
     note = parent.data.tags["mlflow.note.content"]
     assert note.startswith("**Verdict.** On 1 device: only **") and "Strong scaling against one baseline" in note
     table = note.split("```")[1].strip().splitlines()
     assert table[0].split()[:2] == ["run", "status"] and "FAILED" in table[-1]  # best first, the failed point last
-    order = [name for line in table[1:3] for name in finished if line.startswith(name)]
-    assert order == sorted(finished, key=lambda n: -finished[n].data.metrics["throughput_tokens_per_s"])
+    assert format_metric("throughput_tokens_per_s", best) in table[1] and "FINISHED" in table[2]
     view = client.get_experiment(parent.info.experiment_id).tags[f"mlflow.sharedViewState.sweep-{parent.info.run_id[:12]}"]
     state = json.loads(view)
     assert state["orderByKey"] == "metrics.`throughput_tokens_per_s`" and state["orderByAsc"] is False

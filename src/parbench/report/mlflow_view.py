@@ -19,7 +19,7 @@ from parbench.tracking.headline import NAMES, headline
 from parbench.tracking.store import Store
 
 VIEW_TAG = "mlflow.sharedViewState."  # the MLflow UI's shared views: an experiment tag, opened by ?viewStateShareKey=
-COLUMN_WIDTH = 28  # characters of a run name in the description's table
+COLUMN_WIDTH = 40  # characters of a run's label in the description's table
 MAX_ROWS = 30  # points listed in the description (MLflow keeps 5,000 characters of a tag); the rest: summary.csv
 
 
@@ -39,10 +39,11 @@ def sorted_points(children: pd.DataFrame, rank_by: str) -> pd.DataFrame:
 
 
 def points_table(children: pd.DataFrame, shown: tuple[str, ...]) -> str:
-    """Every point as an aligned, monospaced table (MLflow renders Markdown tables without padding)."""
+    """Every point as an aligned, monospaced table (MLflow renders Markdown tables without padding),
+    each named by its label in the report: what differs between the points."""
     names = [n for n in shown if f"metrics.{n}" in children]
     header = ["run", "status", *(NAMES.get(n, n) for n in names)]
-    rows = [[str(r.get("tags.mlflow.runName", ""))[:COLUMN_WIDTH], r["status"],
+    rows = [[str(r["label"])[:COLUMN_WIDTH], r["status"],
              *(format_metric(n, r[f"metrics.{n}"]) or "-" for n in names)] for _, r in children.head(MAX_ROWS).iterrows()]
     if len(children) > MAX_ROWS:
         rows.append([f"... {len(children) - MAX_ROWS} more: summary.csv", "", *("" for _ in names)])
@@ -54,7 +55,7 @@ def points_table(children: pd.DataFrame, shown: tuple[str, ...]) -> str:
 def verdict_lines(children: pd.DataFrame, workload: str) -> list[str]:
     """The report's verdict for this sweep's runs (the runs' intervals decide) and its flags, or why
     there is none."""
-    runs = RunSet(annotate(children), "sweep")
+    runs = RunSet(children, "sweep")
     try:
         if workload == "train" and len(train := training_runs(runs)):
             kind = scaling_kind(train)
@@ -132,7 +133,7 @@ def describe_sweep(store: Store, parent_id: str, children: pd.DataFrame, sweep_d
     returns the link to print."""
     if children.empty:
         return store.where_to_look(parent_id)
-    children = distinct_names(store, children.copy())
+    children = annotate(distinct_names(store, children.copy()))
     link = saved_view(store, parent_id, children)
     store.log_metrics(parent_id, headline_metrics(children))
     store.set_tags(parent_id, {"mlflow.note.content": description(children, sweep_dir, link)})
