@@ -33,12 +33,26 @@ def throughput(table: pd.DataFrame, path: Path) -> Path:
     ax.bar(table["run"], values, color=[colours[r] for r in table["run"]], capsize=5,
            yerr=whiskers(values, table["throughput_tokens_per_s_ci_low"], table["throughput_tokens_per_s_ci_high"]))
     ax.yaxis.set_major_formatter(THOUSANDS)
+    device_groups(ax, table)
     return _bars_done(fig, ax, path, "tokens/s (all devices)", "Training throughput, by device count")
+
+
+def device_groups(ax, table: pd.DataFrame) -> None:
+    """A dotted line between device counts and each group's count above its bars: runs are ranked
+    only within a group."""
+    devices = list(table["devices"])
+    starts = [i for i, d in enumerate(devices) if i == 0 or d != devices[i - 1]]
+    for start, end in zip(starts, starts[1:] + [len(devices)]):
+        if start:
+            ax.axvline(start - 0.5, color="grey", linestyle=":")
+        ax.text((start + end - 1) / 2, 1.0, f"{devices[start]} device" + ("s" if devices[start] != 1 else ""),
+                transform=ax.get_xaxis_transform(), ha="center", va="bottom", color="grey")
 
 
 def _bars_done(fig, ax, path: Path, ylabel: str, title: str) -> Path:
     """Labels, slanted run names under the bars, a grid; saved."""
-    ax.set(ylabel=ylabel, title=title)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, pad=18)  # room for the device-count labels
     slanted(ax)
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
