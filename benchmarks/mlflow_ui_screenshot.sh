@@ -16,8 +16,8 @@ import mlflow
 mlflow.set_tracking_uri(f"sqlite:///{sys.argv[1]}/mlflow.db")
 parent = json.load(open(f"{sys.argv[1]}/sweep/mlflow_parent_run.json"))["run_id"]
 run = mlflow.get_run(parent)
-children = mlflow.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}'",
-                              order_by=["start_time DESC"])
+children = mlflow.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{parent}' "
+                              "and attributes.status = 'FINISHED'", order_by=["start_time DESC"])
 print(run.info.experiment_id, parent, children["run_id"].iloc[0])
 PY
 )

@@ -155,3 +155,16 @@ def test_children_that_share_a_name_are_named_apart(tmp_path):
     names = sorted(store.child_runs(parent)["tags.mlflow.runName"])
     assert names == ["llama dp2 seq64 mbs4 hardware=h100", "llama dp2 seq64 mbs4 hardware=h200"]
     assert sorted(renamed["tags.mlflow.runName"]) == names
+
+
+def test_a_child_closed_before_it_could_describe_itself_gets_its_reason(tmp_path):
+    from parbench.report.mlflow_view import describe_undescribed
+    from parbench.tracking.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", "notes")
+    parent = store.create_run("sweep", {})
+    run = store.create_run("inference input_len=256", {"failure_reason": "invalid config: too long"}, parent)
+    store.close(run, "FAILED")
+    describe_undescribed(store, store.child_runs(parent))
+    note = store.child_runs(parent)["tags.mlflow.note.content"].iloc[0]
+    assert note == "**FAILED**: invalid config: too long"

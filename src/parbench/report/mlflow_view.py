@@ -15,7 +15,7 @@ from parbench.report.inference import inference_runs
 from parbench.report.inference_verdict import verdict as inference_verdict, with_intervals
 from parbench.report.runs import ReportError, RunSet, annotate, differing_params
 from parbench.report.training import scaling_kind, scaling_table, training_runs, verdict as training_verdict
-from parbench.tracking.headline import NAMES, headline
+from parbench.tracking.headline import NAMES, child_description, headline
 from parbench.tracking.store import Store
 
 VIEW_TAG = "mlflow.sharedViewState."  # the MLflow UI's shared views: an experiment tag, opened by ?viewStateShareKey=
@@ -113,6 +113,16 @@ def distinct_names(store: Store, children: pd.DataFrame) -> pd.DataFrame:
     return children
 
 
+def describe_undescribed(store: Store, children: pd.DataFrame) -> None:
+    """A child the orchestrator closed before its run could describe itself (an invalid config, a
+    cluster job that died) gets its status and reason as its description."""
+    notes = children.get("tags.mlflow.note.content", pd.Series(None, index=children.index))
+    for _, run in children[notes.isna()].iterrows():
+        reason = run.get("tags.failure_reason")
+        store.set_tags(run["run_id"], {"mlflow.note.content": child_description(
+            {}, "", run["status"], reason if isinstance(reason, str) else "", False)})
+
+
 def saved_view(store: Store, parent_id: str, children: pd.DataFrame) -> str:
     """An experiment tag holding the runs table's state (this sweep's children, sorted by the headline
     figure, its figures as columns); returns the URL that opens it."""
@@ -134,6 +144,7 @@ def describe_sweep(store: Store, parent_id: str, children: pd.DataFrame, sweep_d
     if children.empty:
         return store.where_to_look(parent_id)
     children = annotate(distinct_names(store, children.copy()))
+    describe_undescribed(store, children)
     link = saved_view(store, parent_id, children)
     store.log_metrics(parent_id, headline_metrics(children))
     store.set_tags(parent_id, {"mlflow.note.content": description(children, sweep_dir, link)})
