@@ -50,7 +50,7 @@ def system_metrics(run_id: str, tracking_uri: str, cfg: TrackingConfig) -> Itera
     # Its INFO lines (started, stopped, "skip logging GPU metrics" on CPU) would fill every job's console.
     logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
     monitor = RoundedMonitor(run_id, sampling_interval=cfg.system_metrics_interval_s,
-                                   tracking_uri=tracking_uri)
+                             tracking_uri=tracking_uri)
     monitor.monitors = [GpuMonitor() if isinstance(m, GPUMonitor) else m for m in monitor.monitors]
     monitor.start()
     try:
