@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | record | record8b | window8b | oom | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -153,6 +153,25 @@ PY
     LAYOUT=("${S8B[@]}" workload.global_batch_size=$((2 * N)) hardware.gpus_per_node=$N)
     sweep tp "${LAYOUT[@]}" parallel=fsdp_tp parallel.tp=2,$N
     sweep pp "${LAYOUT[@]}" parallel=pp_fsdp parallel.pp=2,$N
+    ;;
+  multi2)  # 2 GPUs (issue 32, runs 3 and 4), most wanted first: the all_reduce alpha-beta fit; 1 vs 2 GPU
+    # training of the 1B model over dp/fsdp/tp/pp (speedup, efficiency, comm %; per-point wall time); native
+    # inference of the 1B model on 1 GPU against tp=2 and pp=2 (eager decode: no compile per point); GPT2-XL
+    # training on 1 vs 2 GPUs (its 25 heads admit no tp=2; pp needs its head untied from the embedding).
+    echo "sweep,wall_s" > "$W/wall_s.csv"
+    timed allreduce workload=collectives "workload.ops=[all_reduce]" workload.begin=1M workload.end=1G \
+      hardware.gpus_per_node=2 "$@"
+    T1B=("${L1B[@]}" workload.seq_len=2048 workload.batch_size=4 workload.warmup_steps=3 workload.steps=10 "$@")
+    timed train1b_1gpu "${T1B[@]}" parallel=fsdp hardware.gpus_per_node=1
+    timed train1b_2gpu "${T1B[@]}" parallel=dp,fsdp,tp,pp hardware.gpus_per_node=2
+    timed infer1b "${L1B[@]}" workload=inference workload.decode_mode=eager workload.input_len=1024 \
+      workload.batch_size=1,8 workload.output_len=32 workload.repeats=3 hardware.gpus_per_node=2 \
+      parallel=dp,tp,pp "$@"
+    TXL=(model=gpt2_xl model.tie_embeddings=false workload.seq_len=1024 workload.batch_size=4 workload.warmup_steps=3
+         workload.steps=10 "$@")
+    timed gpt2xl_1gpu "${TXL[@]}" parallel=fsdp hardware.gpus_per_node=1
+    timed gpt2xl_2gpu "${TXL[@]}" parallel=dp,fsdp,pp hardware.gpus_per_node=2
+    pack
     ;;
   record8b)  # 2 GPUs (issues 15 and 23): Llama 3 8B FSDP with every default (comm %, per-collective shares,
     # energy, system metrics; no profile override), then with profile.enabled=false: what the window adds.

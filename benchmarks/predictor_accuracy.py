@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from parbench.fmt import format_metric
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.planner import compose_config
 from parbench.predict import predict
 

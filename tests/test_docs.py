@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from parbench.config import ConfigError, resolve
 from parbench.config.hardware import GpuInfo
 from parbench.config.store import register_schema
-from parbench.orchestrator import make_plan, validate
+from parbench.prepare import make_plan, validate
 from parbench.paths import CONF_DIR
 from parbench.workloads.registry import typed_config
 

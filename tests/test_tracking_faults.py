@@ -29,9 +29,10 @@ def children(runs):
 
 @pytest.mark.slow
 def test_rerun_sweep_skips_finished_points_and_resume_false_reruns(cli):
-    cli.run(SHORT, "debug.crash_at_step=1,-1", multirun=True)
-    again = cli.run(SHORT, "debug.crash_at_step=1,-1", "launch.timeout_s=600", multirun=True)  # not in the hash
-    assert "skipped, run" in again.stdout and "Skipped 1 point(s)" in again.stdout
+    assert cli.run(SHORT, "debug.crash_at_step=1,-1", multirun=True, check=False).returncode == 1
+    again = cli.run(SHORT, "debug.crash_at_step=1,-1", "launch.timeout_s=600", multirun=True,  # not in the hash
+                    check=False)
+    assert again.returncode == 1 and "skipped, run" in again.stdout and "Reused 1 point " in again.stdout
     runs = children(cli.runs())
     assert list(runs.status) == ["FAILED", "FINISHED", "FAILED"]  # only the failed point ran again
     assert runs["tags.config_hash"].nunique() == 2
@@ -111,6 +112,39 @@ def test_tracking_server_killed_mid_sweep_loses_nothing(cli):
     finally:
         stop_server(server)
     assert_nothing_left(cli.root)
+
+
+@pytest.mark.parametrize("uri, words", [
+    ("ftp://example/x", "MLflow has no store for ftp:// URIs"),
+    ("sqlite:////proc/parbench/x.db", "cannot make its folder /proc/parbench"),
+])
+def test_tracking_uri_parbench_cannot_write_to_is_refused_before_anything_runs(cli, uri, words):
+    for multirun in (False, True):
+        proc = cli.run(f"tracking.uri={uri}", multirun=multirun, check=False, timeout=60)
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert "sqlite:///path/to/mlflow.db" in proc.stderr or "a path you can write to" in proc.stderr
+        assert not (cli.job_dir(0 if multirun else None) / "worker.log").exists()
+
+
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_http_port_that_is_not_mlflow_is_refused(cli):
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              cwd=cli.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: port_open(port), 30, "http.server")
+        with pytest.raises(TrackingUnreachable, match="not as an MLflow tracking server .*HTTP 404"):
+            check_reachable(f"http://127.0.0.1:{port}")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def test_unreachable_tracking_uri_fails_fast_and_says_what_to_do(cli):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from parbench.config.store import register_schema
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.slurm import register_resolvers
 from parbench.orchestrator import run_job
-from parbench.paths import CONF_DIR
+from parbench.paths import CONF_DIR, unique_dir
 from parbench.registry import load_ref
 
 # name -> "module:function" taking the remaining arguments and returning an exit code.
@@ -25,6 +25,8 @@ SUBCOMMANDS = {
 
 register_schema()
 register_resolvers()  # conf/hydra/launcher/slurm.yaml's GPU/CPU requests
+if not OmegaConf.has_resolver("parbench.unique_dir"):  # conf/config.yaml's run and sweep folders
+    OmegaConf.register_new_resolver("parbench.unique_dir", unique_dir, use_cache=True)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")

@@ -17,7 +17,7 @@ from pathlib import Path
 from parbench.config import ConfigError
 from parbench.config.schema import Config
 from parbench.fmt import format_metric
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.paths import RESULTS_FILE
 from parbench.planner import compose_config
 from parbench.predict import predict

@@ -50,3 +50,8 @@ def format_number(value: float) -> str:
         digits = max(0, 2 - math.floor(math.log10(abs(value))))
         return f"{value:.{digits}f}"
     return f"{value:.2e}"
+
+
+def plural(count: int, noun: str) -> str:
+    """'1 rank', '2 ranks': a count and its noun, for people."""
+    return f"{format_number(count)} {noun}{'' if count == 1 else 's'}"

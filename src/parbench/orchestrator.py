@@ -1,11 +1,10 @@
 """One Hydra job, top to bottom: resolve the config -> validate it (each part checks itself) ->
-plan -> launch torchrun -> record the outcome in MLflow. It never initialises CUDA, so it survives
+plan (parbench.prepare) -> launch torchrun -> record the outcome in MLflow. It never initialises CUDA, so it survives
 whatever the workers do; it imports torch and mlflow only once the config is known to be valid,
 so a config that cannot work is refused in about a second."""
 
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -16,25 +15,17 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from parbench.config import ConfigError, resolve
-from parbench.config.dims import ParallelDims
-from parbench.config.hardware import GpuInfo, detect_gpus
+from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
-from parbench.config.validate import validate_config
-from parbench.fmt import format_metric, format_number
+from parbench.fmt import plural
 from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.diagnose import memory_facts
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
-from parbench.models import MODEL_FAMILIES
-from parbench.parallel.specs import STRATEGIES
-from parbench.predict import is_training, predict, predictable
-from parbench.predict.calibration import calibration_for
-from parbench.predict.fit import fit_message
-from parbench.predict.inference import predict_inference
-from parbench.predict.params import param_counts
+from parbench.prepare import prepare, print_plan
 from parbench.tracking.labels import point_label, run_label
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
-from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
+from parbench.workloads.registry import WORKLOADS, job_layout
 
 
 @dataclass
@@ -57,79 +48,6 @@ class JobContext:
                    point_label(choices, hc.job.override_dirname), list(hc.overrides.task), choices)
 
 
-def validate(cfg: Config, gpus: list[GpuInfo] | None) -> ParallelDims:
-    """The config groups config/ owns, the model family, the layout, then every strategy's and the
-    workload's own checks; `gpus` are the local GPUs when launching here (None: planning only)."""
-    validate_config(cfg, gpus)
-    if cfg.model.family not in MODEL_FAMILIES:
-        raise ConfigError(f"model.family={cfg.model.family!r} is unknown: use one of "
-                          f"{', '.join(MODEL_FAMILIES.names())}")
-    dims = ParallelDims.from_config(*job_layout(cfg))
-    for name in STRATEGIES.names():
-        STRATEGIES.get(name).validate(cfg, dims)
-    WORKLOADS.get(cfg.workload.name).validate(cfg, dims)
-    return dims
-
-
-def make_plan(cfg: Config, dims: ParallelDims) -> dict:
-    """What would run: layout, model size and the workload's own figures (dry_run prints it)."""
-    spec = WORKLOADS.get(cfg.workload.name)
-    model = {}
-    if spec.uses_model:
-        counts = param_counts(cfg.model)  # from the shapes: equal to a built model's (tests/predict)
-        model = {"model": cfg.model.name, "params_total": counts.total, "params_active": counts.active,
-                 "params_embedding": counts.embedding}
-    return {
-        "hardware": cfg.hardware.name, "device_type": cfg.hardware.device_type, "backend": cfg.hardware.backend,
-        "nodes": cfg.hardware.nodes, "gpus_per_node": cfg.hardware.gpus_per_node,
-        "world_size": dims.world_size, "mesh": dims.as_dict(), **model,
-        "workload": cfg.workload.name, **plan_workload(spec, cfg, dims), **prediction_plan(cfg, dims),
-    }
-
-
-def prediction_plan(cfg: Config, dims: ParallelDims) -> dict:
-    """The performance model's figures: a training config's step and memory and its fit check
-    (each suggestion tried through the checks and the model before it is named); an inference
-    config's TTFT and TPOT."""
-    if not predictable(cfg):
-        return {}
-    try:
-        cal = calibration_for(cfg.hardware, cfg.workload.dtype, cfg.calibration)
-    except ConfigError as e:
-        if cfg.calibration:  # the profile asked for is missing or unreadable
-            raise
-        return {"prediction_unavailable": str(e)}
-    if not is_training(cfg):
-        return {"prediction": predict_inference(cfg, dims, cal).as_dict()}
-    p = predict(cfg, dims, cal)
-    fit = fit_message(cfg, p, lambda c: validate(c, None), cal)
-    return {"memory_estimate_per_device_gb": p.memory.as_dict(), "prediction": p.as_dict(), "fit": fit}
-
-
-def prediction_lines(plan: dict) -> list[str]:
-    """The prediction in words: step (and the fit check) for training, TTFT and TPOT for inference."""
-    p = plan.get("prediction")
-    if not p:
-        return []
-    if "predicted_ttft_s" in p:
-        figures = (f"TTFT {format_metric('ttft_s', p['predicted_ttft_s'])}, "
-                   f"TPOT {format_metric('tpot_s', p['predicted_tpot_s'])}, "
-                   f"E2E {format_metric('e2e_s', p['predicted_e2e_s'])}, "
-                   f"{format_number(p['predicted_output_tokens_per_s'])} output tok/s")
-    else:
-        figures = (f"step {format_metric('step_time_s', p['predicted_step_time_s'])}, "
-                   f"{format_metric('tokens_per_s', p['predicted_tokens_per_s'])}")
-    lines = [f"[parbench] predicted ({p['calibration']}): {figures}, bottleneck: {p['bottleneck']}"]
-    return lines + ([f"[parbench] {plan['fit']}"] if "fit" in plan else [])
-
-
-def print_plan(plan: dict) -> None:
-    """dry_run: the prediction in words, then the whole plan as JSON."""
-    for line in prediction_lines(plan):
-        print(line, flush=True)
-    print(json.dumps(plan, indent=2))
-
-
 def run_job(node: DictConfig) -> dict:
     ctx = JobContext.from_hydra()
     INTERRUPTS.install()
@@ -137,24 +55,25 @@ def run_job(node: DictConfig) -> dict:
         from parbench.sweep import stop_sweep
 
         stop_sweep(ctx.sweep_dir)
-    gpus = detect_gpus()
-    try:
-        cfg = resolve.resolve(typed_config(node), gpus)
-        dims = validate(cfg, None if cfg.dry_run else gpus)
-        ctx.name = cfg.tracking.run_name or run_label(cfg, dims, ctx.overrides,
-                                                      WORKLOADS.get(cfg.workload.name).uses_model)
-        plan = make_plan(cfg, dims)
-    except ConfigError as e:
-        return reject(e, node, ctx)
-    if cfg.dry_run:
-        print_plan(plan)
-        return plan
-    if not ctx.multirun:  # a sweep checked its store before it started
+    if not ctx.multirun and not node.dry_run:  # first, it is cheap (a sweep checked its store before it started)
         try:
-            check_reachable(cfg.tracking.uri)
+            check_reachable(node.tracking.uri)
         except TrackingUnreachable as e:
             print(f"parbench: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
+    gpus = detect_gpus()
+    try:
+        cfg, dims, plan = prepare(node, gpus)
+        ctx.name = cfg.tracking.run_name or run_label(cfg, dims, ctx.overrides,
+                                                      WORKLOADS.get(cfg.workload.name).uses_model)
+    except ConfigError as e:
+        return reject(e, node, ctx)
+    if cfg.dry_run:
+        if node.workload.get("seq_len", 0) is None:
+            print(f"[parbench] seq {cfg.workload.seq_len}: model={cfg.model.name}'s default sequence length "
+                  "(workload.seq_len=N plans another)", flush=True)
+        print_plan(plan)
+        return plan
     return launch(cfg, plan, ctx)
 
 
@@ -177,7 +96,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         job.run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
     if job.run is not None and cfg.hardware.device_type == "cuda":
         record_topology(job.run, ctx.job_dir)
-    print(f"[parbench] {ctx.name}: {plan['world_size']} ranks on {cfg.hardware.name} "
+    print(f"[parbench] {ctx.name}: {plural(plan['world_size'], 'rank')} on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
@@ -213,7 +132,8 @@ def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: d
     table = metrics_table(metrics, keys)
     print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
     where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
-    print(f"Job dir: {ctx.job_dir}\n{where}\n", flush=True)
+    log_hint = "" if outcome.ok else " (worker.log there: the ranks' whole output, tracebacks included)"
+    print(f"Job dir: {ctx.job_dir}{log_hint}\n{where}\n", flush=True)
 
 
 def reject(error: ConfigError, node: DictConfig, ctx: JobContext) -> dict:

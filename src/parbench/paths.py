@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from datetime import datetime
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +17,23 @@ PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file be
 INFERENCE_LAYERS_FILE = "inference_layers.csv"  # native engine: ms per step of each phase, layer and op type
 PLAN_FILE = "plan.json"  # the orchestrator: what the job runs (workload, layout, prediction)
 SKIPPED_FILE = "skipped.json"  # the job was skipped: its config already has a FINISHED run (resume)
+
+
+def unique_dir(base: str) -> str:
+    """<base>/<date>/<H-M-S>, made here, so two runs or sweeps started in the same second (a script,
+    a SLURM array, two terminals) never share a folder: the second gets <H-M-S>-2, and so on (mkdir
+    is atomic, also on a shared file system)."""
+    now = datetime.now()
+    day = Path(base) / now.strftime("%Y-%m-%d")
+    day.mkdir(parents=True, exist_ok=True)
+    stem, n = now.strftime("%H-%M-%S"), 1
+    while True:
+        candidate = day / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            candidate.mkdir()
+            return str(candidate)
+        except FileExistsError:
+            n += 1
 
 
 def git_sha() -> str:

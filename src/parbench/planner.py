@@ -15,10 +15,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from parbench.config import ConfigError, resolve
-from parbench.config.schema import Config
+from parbench.config.host import device_capacity
+from parbench.config.schema import Config, HardwareConfig
 from parbench.config.store import register_schema
 from parbench.fmt import format_metric, format_number
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import is_training, predict
 from parbench.predict.calibration import Calibration, calibration_for
@@ -52,7 +53,8 @@ def compose_config(overrides: list[str]) -> Config:
 def search(cfg: Config, cal: Calibration) -> Outcome:
     """Every layout through the job's checks and the model; sorted by predicted tokens/s, then label."""
     out = Outcome([], [], Counter())
-    limit = cfg.hardware.memory_gb or float("inf")
+    cap = device_capacity(cfg.hardware)
+    limit = cap.usable_gb if cap else float("inf")
     for option in options(cfg):
         candidate = option.apply(cfg)
         try:
@@ -98,8 +100,13 @@ def header(cfg: Config, cal: Calibration, outcome: Outcome) -> str:
             f"({format_number(gbs * w.seq_len)} tokens/step), {w.dtype}\n"
             f"model: {source}\n"
             f"{format_number(tried)} layouts: {format_number(len(outcome.ranked))} fit, "
-            f"{format_number(len(outcome.too_big))} do not fit in {format_metric('mem_gb', hw.memory_gb or 0)}, "
+            f"{format_number(len(outcome.too_big))} do not fit ({capacity_words(hw)}), "
             f"{format_number(sum(outcome.invalid.values()))} refused by the checks")
+
+
+def capacity_words(hw: HardwareConfig) -> str:
+    cap = device_capacity(hw)
+    return cap.describe() if cap else f"hardware={hw.name} gives no memory_gb"
 
 
 def dropped(outcome: Outcome, cfg: Config) -> str:
@@ -107,7 +114,7 @@ def dropped(outcome: Outcome, cfg: Config) -> str:
     if outcome.too_big:
         option, need = outcome.too_big[0]
         lines.append(f"smallest that does not fit: {option.label()} needs {format_metric('mem_gb', need)} per device, "
-                     f"{format_metric('mem_gb', cfg.hardware.memory_gb)} available")
+                     f"{capacity_words(cfg.hardware)}")
     for reason, n in sorted(outcome.invalid.items(), key=lambda t: (-t[1], t[0]))[:3]:
         lines.append(f"refused ({format_number(n)}): {reason}")
     return "\n".join(lines)
@@ -151,6 +158,8 @@ def main(argv: list[str]) -> int:
     outcome = search(cfg, cal)
     devices = cfg.hardware.nodes * cfg.hardware.gpus_per_node
     print(header(cfg, cal, outcome))
+    if not any(o.startswith("workload.seq_len=") for o in args.overrides):
+        print(f"seq {cfg.workload.seq_len}: model={cfg.model.name}'s default sequence length (workload.seq_len=N plans another)")
     print(table([row(i, r, devices) for i, r in enumerate(outcome.ranked[:args.top], 1)]))
     print(dropped(outcome, cfg))
     if not outcome.ranked:

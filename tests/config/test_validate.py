@@ -9,7 +9,7 @@ from conftest import compose
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 
 H100 = GpuInfo("NVIDIA H100 80GB HBM3", 81559)
 

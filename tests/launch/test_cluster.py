@@ -126,3 +126,18 @@ def test_relative_sqlite_store_is_made_absolute_at_submission(tmp_path, monkeypa
     assert with_absolute_tracking(["tracking.uri=sqlite:///a.db"], "sqlite:///outputs/mlflow.db") == [
         f"tracking.uri=sqlite:///{tmp_path / 'a.db'}"]
     assert with_absolute_tracking(["parallel=dp"], "http://127.0.0.1:5000") == ["parallel=dp"]
+
+
+def test_auto_hardware_asks_slurm_for_what_this_host_resolves_to(tmp_path, monkeypatch):
+    """hardware=auto (the default) is resolved on the submitting host, as the job resolves it on a node
+    like it: no GPU there, the CPU profile's 2 ranks ask for 2 cores (two points never share them);
+    4 H100s, 4 GPUs and 4 cores each."""
+    import parbench.launch.slurm as slurm
+    from parbench.config.hardware import GpuInfo
+
+    monkeypatch.setattr(slurm, "_local_gpus", lambda: [])
+    script = sbatch_script(tmp_path, "hydra.launcher.partition=debug").splitlines()
+    assert "#SBATCH --cpus-per-task=2" in script and not any("gpu" in line for line in script), script
+    monkeypatch.setattr(slurm, "_local_gpus", lambda: [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 4)
+    script = sbatch_script(tmp_path, "hydra.launcher.partition=gpu").splitlines()
+    assert "#SBATCH --gpus-per-node=4" in script and "#SBATCH --cpus-per-task=16" in script, script

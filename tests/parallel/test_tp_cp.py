@@ -98,7 +98,7 @@ def compose():
 ], ids=["ffn", "sp_seq", "cp_seq", "cp_rotate_cpu", "cp_rotate_unknown"])
 def test_layouts_that_cannot_work_are_rejected_before_launch(compose, overrides, message):
     from parbench.config import ConfigError, resolve
-    from parbench.orchestrator import validate
+    from parbench.prepare import validate
     from parbench.workloads.registry import typed_config
 
     with pytest.raises(ConfigError, match=re.escape(message)):

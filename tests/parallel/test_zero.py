@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, Cli, compose
 
 from parbench.config import ConfigError
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.metrics.flops import attention_flops_per_token
 from parbench.parallel.specs import deepspeed_installed
 from parbench.predict.layout import Layout

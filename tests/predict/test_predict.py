@@ -12,7 +12,7 @@ import pytest
 
 from parbench.config import ConfigError
 from parbench.models.build import build_model, count_params
-from parbench.orchestrator import validate
+from parbench.prepare import prediction_plan, validate
 from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -174,9 +174,24 @@ def test_dry_run_names_what_does_not_fit_and_what_would(cli):
     proc = cli.run("dry_run=true", "model=llama2_70b", "hardware=h100_sxm", "hardware.gpus_per_node=8",
                    "parallel=fsdp", "workload.seq_len=4096", "workload.batch_size=1")
     line = next(l for l in proc.stdout.splitlines() if "fit" in l)
-    need = float(re.search(r"needs ([\d.,]+) GB per device, 80 GB available; try ", line).group(1).replace(",", ""))
-    assert need > 80 and "GPUs (hardware.nodes=" in line, line
+    need = float(re.search(r"needs ([\d.,]+) GB per device; 80.0 GB per device "
+                           r"\(hardware.memory_gb\); 76.0 GB usable after a 5% margin for the allocator; try ",
+                           line).group(1).replace(",", ""))
+    assert need > 76 and "GPUs (hardware.nodes=" in line, line
     assert "step" in proc.stdout and "bottleneck" in proc.stdout
+
+
+def test_fit_check_leaves_the_allocator_margin_and_refuses_before_launch():
+    """A point predicted to need 99 % of the device is refused at launch (not in a dry run), one at 90 % fits."""
+    cfg = compose("model=llama3_2_1b", "hardware=h100_sxm", "hardware.gpus_per_node=1", "workload.seq_len=1024")
+    need = predict(cfg, validate(cfg, None)).memory.total_gb
+    cfg.hardware.memory_gb = need / 0.99
+    with pytest.raises(ConfigError, match=r"does not fit: .*5% margin for the allocator.*launch.check_fit=false"):
+        prediction_plan(cfg, validate(cfg, None))
+    cfg.launch.check_fit = False
+    assert prediction_plan(cfg, validate(cfg, None))["fit"].startswith("does not fit")
+    cfg.hardware.memory_gb = need / 0.90
+    assert prediction_plan(cfg, validate(cfg, None))["fit"].startswith("fits: needs")
 
 
 def test_a_calibration_file_given_on_the_command_line_is_the_one_predicted_with(cli):
@@ -209,7 +224,7 @@ def test_plan_refuses_what_cannot_fit_and_ranks_the_rest_stably(tmp_path):
     speeds = [float(re.search(r"([\d,]+) tok/s", r).group(1).replace(",", "")) for r in rows]
     assert speeds == sorted(speeds, reverse=True)
     assert all(float(re.search(r"([\d.]+) GB", r).group(1)) <= 80 for r in rows)
-    assert re.search(r"[1-9][\d,]* do not fit in 80 GB", first) and "+plan=" in first
+    assert re.search(r"[1-9][\d,]* do not fit \(80.0 GB per device", first) and "+plan=" in first
     # 70B with AdamW states needs more than 8 x 80 GB however it is sharded: nothing to rank
     code, *lines = plan_output("model=llama2_70b", *args[1:], tmp=tmp_path).splitlines()
     assert code == "1" and lines[-1].startswith("nothing fits")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from parbench.metrics.inference_cost import prefill_flops
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.inference import predict_inference

@@ -8,7 +8,7 @@ import pytest
 from conftest import compose
 
 from parbench.fmt import format_metric
-from parbench.orchestrator import validate
+from parbench.prepare import validate
 from parbench.tracking.labels import run_label
 
 

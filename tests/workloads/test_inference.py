@@ -397,7 +397,7 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 def test_fast_decode_modes_are_refused_where_they_cannot_run(overrides, message, mode):
     from parbench.config import ConfigError
     from parbench.config.hardware import GpuInfo
-    from parbench.orchestrator import validate
+    from parbench.prepare import validate
 
     gpus = [GpuInfo("NVIDIA H100 80GB HBM3", 81559)] * 2
     cfg = compose("workload=inference", "hardware=h100_sxm", "hardware.gpus_per_node=2",

@@ -134,7 +134,7 @@ def test_cpu_head_dims_are_vllms():
 ])
 def test_vllm_configs_it_cannot_run_are_refused_before_launch(overrides, message):
     from parbench.config import ConfigError
-    from parbench.orchestrator import validate
+    from parbench.prepare import validate
 
     cfg = compose(*TINY, "workload.engine=vllm", *overrides)
     with pytest.raises(ConfigError, match=message):

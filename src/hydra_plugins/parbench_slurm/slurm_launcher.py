@@ -6,6 +6,9 @@ its parent run."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -49,10 +52,11 @@ if SlurmLauncher is not None:
             assert self.config is not None
             overrides = [with_absolute_tracking(o, self.config.tracking.uri) for o in job_overrides]
             Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+            self._note_auto_hardware()
             numbers = [initial_job_idx + i for i in range(len(overrides))]
             job_params = [(o, "hydra.sweep.dir", n, f"job_id_for_{n}", Singleton.get_state())
                           for o, n in zip(overrides, numbers)]
-            jobs = self.executor().map_array(self, *zip(*job_params))
+            jobs = self._submit(job_params)
             points = {job.job_id: self._point(o) for job, o in zip(jobs, overrides)}
             labels = {job.job_id: f"#{n} {points[job.job_id][0]}" for job, n in zip(jobs, numbers)}
             for job in jobs:
@@ -64,7 +68,56 @@ if SlurmLauncher is not None:
                 print(f"[parbench] {note}", flush=True)
             by_id = {job.job_id: job for job in jobs}
             ends = JobWatcher(labels, lambda job_id: by_id[job_id].paths.result_pickle.exists()).wait()
-            return [self._outcome(job, ends[job.job_id], list(o), points[job.job_id]) for job, o in zip(jobs, job_overrides)]
+            results = [self._outcome(job, ends[job.job_id], list(o), points[job.job_id])
+                       for job, o in zip(jobs, job_overrides)]
+            self._tag_sweep(ends)
+            return results
+
+        def _submit(self, job_params: list[tuple]) -> list:
+            """The sweep's jobs, submitted as one array; a refusal (or no SLURM here) closes the sweep's
+            parent run FAILED and exits with its one-line reason instead of Hydra's traceback."""
+            from submitit.core.utils import FailedJobError, FailedSubmissionError
+
+            from parbench.launch.slurm import SubmissionRefused, check_slurm_commands, refusal_reason
+
+            try:
+                check_slurm_commands()
+                # submitit prints sbatch's stderr itself; the reason below says it once.
+                with contextlib.redirect_stderr(io.StringIO()):
+                    return self.executor().map_array(self, *zip(*job_params))
+            except SubmissionRefused as e:
+                reason = str(e)
+            except (FailedJobError, FailedSubmissionError, OSError) as e:
+                reason = refusal_reason(e)
+            from parbench.sweep import fail_sweep
+
+            fail_sweep(Path(str(self.config.hydra.sweep.dir)), reason)
+            print(f"parbench: {reason}", file=sys.stderr, flush=True)
+            raise SystemExit(2)
+
+        def _note_auto_hardware(self) -> None:
+            """hardware=auto is resolved here, on the submitting host: say what the jobs ask for."""
+            from parbench.launch.slurm import job_hardware
+
+            if self.config.hardware.name != "auto":
+                return
+            device_type, devices = job_hardware(self.config.hardware)
+            asks = f"--cpus-per-task={self.params.get('cpus_per_task')}"
+            asks += f" --gpus-per-node={self.params['gpus_per_node']}" if self.params.get("gpus_per_node") else ", no GPU"
+            print(f"[parbench] hardware=auto, resolved on this host: {device_type}, {devices} per node; each job asks "
+                  f"for {asks} (compute nodes unlike this host: name their profile, e.g. hardware=h100_sxm)",
+                  flush=True)
+
+        def _tag_sweep(self, ends: dict) -> None:
+            """The parent run names the jobs SLURM ended badly (timed out, cancelled, ...)."""
+            from parbench.launch.slurm import sweep_tags
+            from parbench.sweep import parent_run_id
+            from parbench.tracking.store import Store
+
+            tags = sweep_tags(ends)
+            parent = parent_run_id(Path(str(self.config.hydra.sweep.dir)))
+            if tags and parent is not None:
+                Store(self.config.tracking.uri, self.config.tracking.experiment).set_tags(parent, tags)
 
         def _point(self, overrides: list[str]) -> tuple[str, dict[str, str]]:
             """The point's name (for the terminal, and a run made here: the orchestrator names a valid
@@ -78,9 +131,12 @@ if SlurmLauncher is not None:
         def _outcome(self, job, end, overrides: list[str], point: tuple[str, dict[str, str]]) -> JobReturn:
             """The point's JobReturn; a failure is recorded in MLflow and returned as handled, so
             Hydra's sweeper goes on to the sweep's end (summary, parent run closed)."""
+            from parbench.launch.interrupt import INTERRUPTS
             from parbench.launch.slurm import wait_for_file
 
             failure = end.failure(int(self.params["timeout_min"]))
+            if failure is not None and end.state == "CANCELLED" and INTERRUPTS.signal:
+                failure = ("KILLED", f"the sweep got {INTERRUPTS.signal.name}: parbench cancelled its SLURM jobs")
             if failure is None and wait_for_file(job.paths.result_pickle, RESULT_WAIT_S):
                 # SLURM saw no failure: the job's own result says how the point went.
                 error = job.exception()

@@ -88,7 +88,7 @@ def _auto_profile(requested: HardwareConfig, gpus: list[GpuInfo]) -> HardwareCon
                     "with a `match` entry")
             base = HardwareConfig(name=gpus[0].name, memory_gb=gpus[0].memory_mib / 1024)
     # Fields the user set on hardware=auto (non-default) override the detected profile.
-    defaults = HardwareConfig(name="auto")
+    defaults = HardwareConfig(name="auto", device_type="auto", backend="auto")
     overrides = {f.name: getattr(requested, f.name) for f in fields(HardwareConfig)
                  if f.name != "name" and getattr(requested, f.name) != getattr(defaults, f.name)}
     return replace(base, **overrides)

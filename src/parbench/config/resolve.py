@@ -11,7 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
 from parbench.config.hardware import GpuInfo, resolve_hardware
-from parbench.config.schema import Config
+from parbench.config.schema import Config, ModelConfig
 from parbench.dtypes import resolve_dtype
 
 RESOLVED_FILE = "resolved.yaml"
@@ -27,11 +27,18 @@ def to_typed(node: DictConfig | dict) -> Config:
 
 
 def resolve(cfg: Config, gpus: list[GpuInfo]) -> Config:
-    """The typed config with hardware=auto, gpus_per_node=-1 and dtype=auto made concrete."""
+    """The typed config with hardware=auto, gpus_per_node=-1, dtype=auto and an unset seq_len made concrete."""
     cfg.hardware = resolve_hardware(cfg.hardware, gpus)
+    if getattr(cfg.workload, "seq_len", 0) is None:
+        cfg.workload.seq_len = default_seq_len(cfg.model)
     if hasattr(cfg.workload, "dtype"):
         cfg.workload.dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
     return cfg
+
+
+def default_seq_len(model: ModelConfig) -> int:
+    """The preset's training sequence length, else the model's context up to 4096 tokens."""
+    return model.default_seq_len or min(model.max_seq_len, 4096)
 
 
 def as_dict(cfg: Config) -> dict[str, Any]:

@@ -13,8 +13,8 @@ class HardwareConfig:
     """A machine profile: peaks for MFU/MBU and how many devices to launch on."""
 
     name: str = MISSING
-    device_type: str = "cuda"  # cuda | cpu
-    backend: str = "nccl"  # nccl | gloo
+    device_type: str = "cuda"  # cuda | cpu (hardware=auto: auto until resolved)
+    backend: str = "nccl"  # nccl | gloo (hardware=auto: auto until resolved)
     # Substrings of the GPU name (nvidia-smi) that select this profile under hardware=auto.
     match: List[str] = field(default_factory=list)
     # Dense peak per device, TFLOP/s, keyed by dtype (fp32, tf32, bf16, fp16, fp8).
@@ -42,6 +42,8 @@ class ModelConfig:
     ffn: int = MISSING  # SwiGLU / MLP inner size (per expert for MoE)
     vocab: int = MISSING
     max_seq_len: int = 4096
+    # Training sequence length when workload.seq_len is not given; null: min(max_seq_len, 4096).
+    default_seq_len: Optional[int] = None
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     tie_embeddings: bool = False
@@ -101,10 +103,13 @@ class ParallelConfig:
 class LaunchConfig:
     """How the orchestrator launches and supervises torchrun."""
 
-    timeout_s: float = 900.0  # the whole job, start-up and summary included
-    # Hung: no new step line for this long once steps began (or 10x the slowest step so far, if more);
-    # 0 turns the watchdog off. See docs/reliability.md.
+    timeout_s: float = 900.0  # the whole job, start-up and summary included; 0: no overall limit
+    # Hung: no new output line for this long (start-up included), or once steps began no new step
+    # for this long or 10x the slowest step so far, if more; 0 turns the watchdog off.
+    # See docs/reliability.md.
     stall_timeout_s: float = 120.0
+    # Refuse a point whose predicted memory does not fit (docs/plan.md); false launches it anyway.
+    check_fit: bool = True
     master_port: int = 29500
     log_tail_lines: int = 60
     env: Dict[str, str] = field(default_factory=dict)
@@ -189,6 +194,9 @@ class Config:
     # Skip a point that already has a FINISHED run with the same config hash in the experiment
     # (docs/reliability.md); false reruns it.
     resume: bool = True
+    # A sweep is checked whole before its first point launches: refuse (nothing runs if a point cannot)
+    # | record (run the others; each point that cannot run becomes a FAILED run).
+    invalid_points: str = "refuse"
     # Modules imported before the config is checked, in the orchestrator and on every rank: they
     # register strategies, workloads or model families of your own (docs/contributing.md).
     plugins: List[str] = field(default_factory=list)

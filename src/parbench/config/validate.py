@@ -14,6 +14,7 @@ def validate_config(cfg: Config, gpus: list[GpuInfo] | None) -> None:
     validate_model(cfg.model)
     validate_hardware(cfg.hardware, gpus)
     validate_measurement(cfg)
+    validate_launch(cfg)
 
 
 def validate_model(m: ModelConfig) -> None:
@@ -59,3 +60,11 @@ def validate_measurement(cfg: Config) -> None:
         raise ConfigError(f"stats.ci_method={s.ci_method!r}: use one of {', '.join(CI_METHODS)}")
     if s.bootstrap_resamples < 100:
         raise ConfigError(f"stats.bootstrap_resamples={s.bootstrap_resamples}: use at least 100")
+
+
+def validate_launch(cfg: Config) -> None:
+    """launch.*: 0 turns a limit off; a negative one is a typo."""
+    for name in ("timeout_s", "stall_timeout_s"):
+        value = getattr(cfg.launch, name)
+        if value < 0:
+            raise ConfigError(f"launch.{name}={value} must be >= 0 seconds (0 turns this limit off)")

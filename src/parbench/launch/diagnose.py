@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from parbench.config.host import host_memory
 from parbench.config.schema import Config
 
 EXCEPTION_LINE = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception|Interrupt)): (.+)$")
@@ -58,17 +59,8 @@ def memory_facts(cfg: Config, plan: dict) -> MemoryFacts:
     estimate = (plan.get("memory_estimate_per_device_gb") or {}).get("total_gb")
     if cfg.hardware.device_type == "cuda":
         return MemoryFacts(estimate, cfg.hardware.memory_gb, "device")
-    return MemoryFacts(estimate, host_memory_gb(), "host")
-
-
-def host_memory_gb() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) / 1024**2
-    except OSError:
-        pass
-    return None
+    host = host_memory()
+    return MemoryFacts(estimate, host.available_gb if host else None, "host")
 
 
 def parse_failures(text: str) -> list[RankFailure]:

@@ -1,4 +1,5 @@
-"""A hung job: no new step line for a while (a watchdog on rank 0's progress), and which rank
+"""A hung job: no output for a while (start-up, summary) or no new step line once steps began (a
+watchdog on the workers' progress), and which rank
 stopped: a stopped process (SIGSTOP) from /proc, else each rank's Python stack, which the worker
 dumps on SIGUSR1 (faulthandler), to tell the rank outside a collective from those waiting in one."""
 
@@ -21,15 +22,19 @@ ENTRY_FRAME = "parbench/worker.py"
 
 
 class Progress:
-    """Step lines seen so far; the stall limit grows with the slowest step (10x), never below the floor."""
+    """Output and step lines seen so far; the stall limit grows with the slowest step (10x), never
+    below the floor."""
 
     def __init__(self, stall_floor_s: float):
         self.floor = stall_floor_s
         self.step, self.total = 0, 0
-        self.last = time.monotonic()
+        self.last = self.last_output = time.monotonic()
+        self.last_line = ""
         self.slowest = 0.0
 
     def see(self, line: str) -> None:
+        if line.strip():
+            self.last_output, self.last_line = time.monotonic(), line.strip()
         match = STEP_LINE.search(line)
         if match:
             now = time.monotonic()
@@ -41,11 +46,25 @@ class Progress:
     def limit_s(self) -> float:
         return max(self.floor, 10 * self.slowest)
 
+    @property
+    def stepping(self) -> bool:
+        return 0 < self.step < self.total
+
     def stalled(self) -> bool:
-        """Steps began and are not all done, and none came for limit_s (the summary after the
-        last step may take long: the overall launch.timeout_s covers it)."""
-        armed = self.floor > 0 and 0 < self.step < self.total
-        return armed and time.monotonic() - self.last > self.limit_s
+        """While steps run: no new step for limit_s; before the first (model build, process group,
+        compile) and after the last: no output line at all for limit_s."""
+        if self.floor <= 0:
+            return False
+        since = self.last if self.stepping else self.last_output
+        return time.monotonic() - since > self.limit_s
+
+    def describe(self) -> str:
+        """Where the stall happened, for the failure reason."""
+        if self.stepping:
+            return f"no new step for {self.limit_s:.0f}s after step {self.step}/{self.total}"
+        phase = "after the last step" if self.step else "during start-up"
+        last = f" (last line: {self.last_line[:120]!r})" if self.last_line else " (no output at all)"
+        return f"no output for {self.limit_s:.0f}s {phase}{last}"
 
 
 def _innermost(stack_text: str) -> tuple[str, str, str] | None:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -11,7 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
+
+from parbench.config import ConfigError
+from parbench.config.hardware import GpuInfo, detect_gpus, resolve_hardware
+from parbench.config.schema import HardwareConfig
+from parbench.launch.interrupt import INTERRUPTS
 
 # squeue states after which a job runs no more (REQUEUED and COMPLETING are on the way elsewhere).
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "OUT_OF_MEMORY", "NODE_FAIL",
@@ -19,22 +26,58 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "OUT_OF_MEMO
 CPUS_PER_GPU = 4  # CPU cores asked for per GPU (data loading, the orchestrator): 32 for 8 GPUs
 SQLITE = "sqlite:///"
 MISSING_POLLS = 3  # polls a job may be absent from squeue before it counts as ended (purged)
+SLURM_COMMANDS = ("sbatch", "srun", "squeue", "scontrol")
+# What sbatch's refusal says -> what to change.
+REFUSAL_HINTS = (
+    ("generic resource", "the jobs ask for GPUs (--gpus-per-node) the partition does not have: choose a partition "
+                         "with GPUs (hydra.launcher.partition), a CPU profile (hardware=cpu), or set "
+                         "hydra.launcher.gpus_per_node=null"),
+    ("partition", "set hydra.launcher.partition to one that `sinfo` lists"),
+    ("node configuration", "no node of the partition has what a job asks for: lower hydra.launcher.cpus_per_task, "
+                           "gpus_per_node or mem_gb, or hardware.nodes"),
+    ("memory", "lower hydra.launcher.mem_gb"),
+    ("time limit", "lower hydra.launcher.timeout_min to the partition's limit"),
+    ("account", "set hydra.launcher.account to one of yours (`sacctmgr show assoc user=$USER`)"),
+    ("qos", "set hydra.launcher.qos to one your account may use"),
+)
 
 
-def gpus_to_request(device_type: str, gpus_per_node: int) -> int | None:
+def job_hardware(node: DictConfig) -> tuple[str, int]:
+    """(device type, devices per node) a job of this hardware config runs with, as the submitting host
+    resolves it: hardware=auto looks at this host's GPUs (none on most login nodes: the CPU profile),
+    as the job would on a node like it. -1: not known here (a GPU profile with gpus_per_node=-1)."""
+    hw = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(HardwareConfig), node))
+    if hw.name == "auto":
+        try:
+            hw = resolve_hardware(hw, _local_gpus())
+        except ConfigError:  # an unknown GPU: the job itself refuses the point, with what to set
+            return "cuda", -1
+    return hw.device_type, hw.gpus_per_node
+
+
+@functools.lru_cache(maxsize=1)
+def _local_gpus() -> list[GpuInfo]:
+    return detect_gpus()  # once per process: the resolvers run each time the launcher config is read
+
+
+def gpus_to_request(hardware: DictConfig) -> int | None:
     """--gpus-per-node: none for a CPU profile (a CPU partition rejects any GPU request)."""
-    return None if device_type == "cpu" or gpus_per_node <= 0 else gpus_per_node
+    device_type, devices = job_hardware(hardware)
+    return None if device_type == "cpu" or devices <= 0 else devices
 
 
-def cpus_to_request(device_type: str, gpus_per_node: int) -> int | None:
-    """--cpus-per-task of the one task per node: a core per rank on CPU, CPUS_PER_GPU per GPU."""
-    if gpus_per_node <= 0:
+def cpus_to_request(hardware: DictConfig) -> int | None:
+    """--cpus-per-task of the one task per node: a core per rank on CPU (so two CPU points never
+    share cores), CPUS_PER_GPU per GPU."""
+    device_type, devices = job_hardware(hardware)
+    if devices <= 0:
         return None
-    return gpus_per_node if device_type == "cpu" else CPUS_PER_GPU * gpus_per_node
+    return devices if device_type == "cpu" else CPUS_PER_GPU * devices
 
 
 def register_resolvers() -> None:
-    """${parbench.slurm_gpus:...} and ${parbench.slurm_cpus:...}, used by conf/hydra/launcher/slurm.yaml."""
+    """${parbench.slurm_gpus:${hardware}} and ${parbench.slurm_cpus:${hardware}}, used by
+    conf/hydra/launcher/slurm.yaml."""
     for name, fn in (("parbench.slurm_gpus", gpus_to_request), ("parbench.slurm_cpus", cpus_to_request)):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
@@ -50,6 +93,33 @@ def with_absolute_tracking(overrides: Iterable[str], sweep_uri: str) -> list[str
         return overrides
     db = Path(uri[len(SQLITE):])
     return [o for o in overrides if o not in given] + [f"tracking.uri=sqlite:///{db.resolve()}"]
+
+
+class SubmissionRefused(Exception):
+    """SLURM did not take the sweep's jobs (or cannot be reached); the message is the user's one line."""
+
+
+def check_slurm_commands() -> None:
+    """Before submitting: the commands the sweep (sbatch, squeue, scontrol) and its jobs (srun) use."""
+    missing = [cmd for cmd in SLURM_COMMANDS if shutil.which(cmd) is None]
+    if missing:
+        raise SubmissionRefused(
+            f"hydra/launcher=slurm needs SLURM's commands, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not on PATH: run the sweep on the cluster's login node, "
+            "start a local cluster (sudo bash launch/slurm-local.sh start), or leave out hydra/launcher=slurm "
+            "to run the sweep on this machine")
+
+
+def refusal_reason(error: BaseException) -> str:
+    """One line from a failed sbatch (submitit's FailedJobError carries its stderr; its cause, the
+    command with the batch script), with what to change."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = "; ".join(line for line in lines if "error" in line.lower()) or (lines[-1] if lines else repr(error))
+    cmd = getattr(error.__cause__, "cmd", None)
+    script = f" (batch script: {cmd[-1]})" if isinstance(cmd, list) and cmd else ""
+    hint = next((hint for key, hint in REFUSAL_HINTS if key in said.lower()),
+                "check the #SBATCH lines against the cluster (hydra.launcher.*)")
+    return f"SLURM refused the sweep's jobs: {said}: {hint}{script}"
 
 
 def ignore_time_limit_signal() -> None:
@@ -95,6 +165,16 @@ class JobEnd:
             return f" (signal {number})"
 
 
+def sweep_tags(ends: dict[str, JobEnd]) -> dict[str, str]:
+    """Tags for the sweep's parent run naming the jobs SLURM ended badly, by state
+    ({"slurm.timeout": "61_0,61_2", "slurm.cancelled": "61_3"})."""
+    by_state: dict[str, list[str]] = {}
+    for job_id, end in sorted(ends.items()):
+        if end.failure(timeout_min=0) is not None:  # the limit only goes into the point's own reason
+            by_state.setdefault(f"slurm.{end.state.lower()}", []).append(job_id)
+    return {tag: ",".join(ids) for tag, ids in by_state.items()}
+
+
 def job_end(job_id: str) -> JobEnd:
     """The final state of a job: scontrol (slurmctld keeps ended jobs for MinJobAge seconds), else sacct."""
     out = _run(["scontrol", "show", "job", "-o", job_id])
@@ -128,12 +208,17 @@ class JobWatcher:
         self.has_result = has_result
         self.states: dict[str, str] = {}
         self.missing = {job_id: 0 for job_id in labels}
+        self.arrays = sorted({job_id.split("_")[0] for job_id in labels})
+        self.cancelled = False
 
     def wait(self, max_interval_s: float = 30.0) -> dict[str, JobEnd]:
-        """Block until every job has ended; their ends, by job id."""
+        """Block until every job has ended; their ends, by job id. SIGINT/SIGTERM to the sweep cancels
+        its jobs, which then end (and are recorded) as any cancelled job."""
         ends: dict[str, JobEnd] = {}
         start = time.monotonic()
         while len(ends) < len(self.labels):
+            if INTERRUPTS.signal and not self.cancelled:
+                self.cancel()
             seen = self.poll()
             for job_id in self.labels.keys() - ends.keys():
                 state = seen.get(job_id)
@@ -141,13 +226,18 @@ class JobWatcher:
                 if state in ENDED or self._vanished(job_id, seen):
                     ends[job_id] = job_end(job_id) if state != "COMPLETED" else JobEnd("COMPLETED")
             if len(ends) < len(self.labels):
-                time.sleep(min(max_interval_s, 2 + (time.monotonic() - start) / 20))
+                _sleep_unless_interrupted(min(max_interval_s, 2 + (time.monotonic() - start) / 20))
         return ends
+
+    def cancel(self) -> None:
+        print(f"[parbench] {INTERRUPTS.signal.name}: cancelling the sweep's SLURM jobs (scancel "
+              f"{' '.join(self.arrays)})", flush=True)
+        _run(["scancel", *self.arrays])
+        self.cancelled = True
 
     def poll(self) -> dict[str, str]:
         """States by job id (one squeue call for the whole array), printing each change."""
-        arrays = sorted({job_id.split("_")[0] for job_id in self.labels})
-        out = _run(["squeue", "-h", "-r", "--states=all", "-j", ",".join(arrays), "-o", "%i|%T|%N|%M"])
+        out = _run(["squeue", "-h", "-r", "--states=all", "-j", ",".join(self.arrays), "-o", "%i|%T|%N|%M"])
         seen = {}
         for line in out.splitlines():
             job_id, state, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
@@ -166,6 +256,13 @@ class JobWatcher:
         if job_id in seen:
             return False
         return self.has_result(job_id) or self.missing[job_id] >= MISSING_POLLS
+
+
+def _sleep_unless_interrupted(seconds: float) -> None:
+    """time.sleep that ends early on SIGINT/SIGTERM (their handler only sets a flag)."""
+    deadline = time.monotonic() + seconds
+    while not INTERRUPTS.signal and time.monotonic() < deadline:
+        time.sleep(min(0.5, deadline - time.monotonic()))
 
 
 def wait_for_file(path: Path, timeout_s: float) -> bool:

@@ -14,14 +14,11 @@ from pathlib import Path
 
 from parbench.config.schema import Config
 from parbench.launch.cluster import NodeInfo
+from parbench.launch.console import Console
 from parbench.launch.diagnose import MemoryFacts, failure_reason, oom_kill_count
 from parbench.launch.hang import Progress, describe_hang
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.processes import die_with_parent, end_tree
-
-# Kept in worker.log, off the terminal: Kineto's start/stop lines of every profiler window (and,
-# once a sweep is interrupted, torchrun's own teardown traceback).
-LOG_ONLY = ("USDT:",)
 
 
 @dataclass(frozen=True)
@@ -76,10 +73,13 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
         log.flush()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 bufsize=1, start_new_session=True, preexec_fn=die_with_parent)
-        pump = threading.Thread(target=_pump, args=(proc, log, tail, progress), daemon=True)
+        console = Console()
+        pump = threading.Thread(target=_pump, args=(proc, log, tail, progress, console), daemon=True)
         pump.start()
         try:
             ended = _supervise(proc, timeout_s, progress)
+            if ended:  # what torchrun prints while it is ended is teardown: worker.log only
+                console.silence()
             hang = describe_hang(proc.pid, log_path.parent) if ended in ("timeout", "stall") else ""
         finally:  # also when a second signal exits at once: leave no process behind
             if proc.poll() is None:
@@ -90,8 +90,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
         reason = (f"hung: timed out after {timeout_s:.0f}s (launch.timeout_s): {hang}; look at the log tail, "
                   "or raise launch.timeout_s if the job is only slow")
     elif ended == "stall":
-        reason = (f"hung: no new step for {progress.limit_s:.0f}s after step {progress.step}/{progress.total} "
-                  f"(launch.stall_timeout_s): {hang}")
+        reason = f"hung: {progress.describe()} (launch.stall_timeout_s): {hang}"
     elif ended == "interrupt":
         reason = INTERRUPTS.reason()
     else:
@@ -103,7 +102,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
 
 def _supervise(proc: subprocess.Popen, timeout_s: float, progress: Progress) -> str:
     """Wait for torchrun; '' when it exited by itself, else why it must be ended."""
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s if timeout_s > 0 else float("inf")  # 0: no overall limit
     while True:
         try:
             proc.wait(timeout=0.5)
@@ -125,12 +124,13 @@ def _log_end(path: Path, size: int = 256_000) -> str:
         return f.read().decode(errors="replace")
 
 
-def _pump(proc: subprocess.Popen, log, tail: deque, progress: Progress) -> None:
+def _pump(proc: subprocess.Popen, log, tail: deque, progress: Progress, console: Console) -> None:
     for line in proc.stdout:
         log.write(line)
         log.flush()
         tail.append(line)
         progress.see(line)
-        if not INTERRUPTS.signal and not line.startswith(LOG_ONLY):
-            sys.stdout.write(line)
+        shown = None if INTERRUPTS.signal else console.shown(line)
+        if shown is not None:
+            sys.stdout.write(shown)
             sys.stdout.flush()

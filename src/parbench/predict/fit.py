@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from parbench.config import ConfigError
 from parbench.config.dims import ParallelDims
+from parbench.config.host import Capacity, device_capacity
 from parbench.config.schema import Config, ParallelConfig
 from parbench.fmt import format_metric
 from parbench.paths import CONF_DIR
@@ -70,6 +71,8 @@ def candidates(cfg: Config) -> Iterator[tuple[str, Candidate]]:
             for c in checkpointing_variants(cfg, (f"parallel={path.stem}",), parallel=layout):
                 yield "parallel", c
     hw = cfg.hardware
+    if hw.device_type == "cpu":
+        return  # CPU ranks share one host: more of them only split the same memory
     gpus, nodes, per_node = hw.nodes * hw.gpus_per_node, hw.nodes, hw.gpus_per_node
     while gpus < MAX_GPUS:
         if per_node < 8:
@@ -110,16 +113,32 @@ def suggestions(cfg: Config, check: Check, cal: Calibration, limit_gb: float) ->
     return [best[k][2] for k in ("parallel", "ac", "gpus") if k in best]
 
 
-def fit_message(cfg: Config, prediction: Prediction, check: Check, cal: Calibration) -> str:
-    """'fits: ...' or 'does not fit: needs X per device, Y available; try A, B, or C'."""
-    limit = cfg.hardware.memory_gb
+@dataclass(frozen=True)
+class Fit:
+    """The fit check's verdict: ok None when the capacity is unknown (nothing checked)."""
+
+    ok: bool | None
+    message: str
+
+
+CPU_ADVICE = ("a smaller model (e.g. model=tiny), fewer ranks (hardware.gpus_per_node=1), or plan it for GPUs "
+              "without launching: dry_run=true hardware=h100_sxm")
+
+
+def check_fit(cfg: Config, prediction: Prediction, check: Check, cal: Calibration) -> Fit:
+    """Does the predicted memory per device fit its capacity less the allocator margin; if not, what would."""
     need = format_metric("memory_gb", prediction.memory.total_gb)
-    if not limit:
-        return f"needs {need} per device; hardware={cfg.hardware.name} gives no memory_gb, so the fit is not checked"
-    have = format_metric("memory_gb", limit)
-    if prediction.memory.total_gb <= limit:
-        return f"fits: needs {need} per device, {have} available"
-    tries = suggestions(cfg, check, cal, limit)
+    overhead = (f" (with {format_metric('memory_gb', prediction.memory.overhead_gb)} runtime overhead)"
+                if prediction.memory.overhead_gb else "")
+    cap: Capacity | None = device_capacity(cfg.hardware)
+    if cap is None:
+        return Fit(None, f"needs {need} per device; hardware={cfg.hardware.name} gives no memory_gb, so the fit "
+                         "is not checked")
+    if prediction.memory.total_gb <= cap.usable_gb:
+        return Fit(True, f"fits: needs {need} per device{overhead}; {cap.describe()}")
+    tries = suggestions(cfg, check, cal, cap.usable_gb)
+    if cfg.hardware.device_type == "cpu":
+        tries.append(CPU_ADVICE)
     advice = ("; try " + ", or ".join(tries) if tries
               else "; nothing the model tried fits (more GPUs, sharding, checkpointing)")
-    return f"does not fit: needs {need} per device, {have} available{advice}"
+    return Fit(False, f"does not fit: needs {need} per device{overhead}; {cap.describe()}{advice}")

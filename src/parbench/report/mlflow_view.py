@@ -23,6 +23,12 @@ COLUMN_WIDTH = 40  # characters of a run's label in the description's table
 MAX_ROWS = 30  # points listed in the description (MLflow keeps 5,000 characters of a tag); the rest: summary.csv
 
 
+def is_reused(run: pd.Series) -> bool:
+    """A point resume took from an earlier sweep (store.sweep_runs' `reused` column)."""
+    value = run.get("reused", False)
+    return bool(value) if pd.notna(value) else False
+
+
 def main_workload(children: pd.DataFrame) -> str:
     """The workload most of the sweep's finished points ran (a sweep is nearly always one)."""
     done = children[children["status"] == "FINISHED"]
@@ -31,7 +37,7 @@ def main_workload(children: pd.DataFrame) -> str:
 
 
 def sorted_points(children: pd.DataFrame, rank_by: str) -> pd.DataFrame:
-    """Finished points best first by the headline figure, then the others."""
+    """Finished points (reused ones too) best first by the headline figure, then the others."""
     column = f"metrics.{rank_by}"
     key = children[column] if column in children else pd.Series(float("nan"), index=children.index)
     return children.assign(_key=key.where(children["status"] == "FINISHED")).sort_values(
@@ -43,7 +49,7 @@ def points_table(children: pd.DataFrame, shown: tuple[str, ...]) -> str:
     each named by its label in the report: what differs between the points."""
     names = [n for n in shown if f"metrics.{n}" in children]
     header = ["run", "status", *(NAMES.get(n, n) for n in names)]
-    rows = [[str(r["label"])[:COLUMN_WIDTH], r["status"],
+    rows = [[str(r["label"])[:COLUMN_WIDTH], "reused" if is_reused(r) else r["status"],
              *(format_metric(n, r[f"metrics.{n}"]) or "-" for n in names)] for _, r in children.head(MAX_ROWS).iterrows()]
     if len(children) > MAX_ROWS:
         rows.append([f"... {len(children) - MAX_ROWS} more: summary.csv", "", *("" for _ in names)])
@@ -81,7 +87,9 @@ def description(children: pd.DataFrame, sweep_dir: Path, link: str) -> str:
     rank_by, shown = headline(workload)
     done = int((children["status"] == "FINISHED").sum())
     lines = verdict_lines(children, workload)
-    head = f"**{len(children)} points** ({done} finished) of `{sweep_dir}`" + (
+    reused = sum(is_reused(run) for _, run in children.iterrows())
+    head = (f"**{len(children)} points** ({done} finished" + (f", {reused} reused from earlier runs" if reused else "")
+            + f") of `{sweep_dir}`") + (
         f", best {NAMES.get(rank_by, rank_by)} first" if rank_by else "")
     return "\n\n".join([*(f"**Verdict.** {line}" if i == 0 else line for i, line in enumerate(lines)), head,
                         points_table(sorted_points(children, rank_by), shown),
@@ -107,6 +115,8 @@ def distinct_names(store: Store, children: pd.DataFrame) -> pd.DataFrame:
     for name, same in children.groupby(names):
         if len(same) > 1:
             for (index, run), extra in zip(same.iterrows(), differing_params(same)):
+                if is_reused(run):  # an earlier sweep's run keeps its name
+                    continue
                 renamed = f"{name} {extra}".strip() if extra else f"{name} #{run['run_id'][:6]}"
                 store.set_tags(run["run_id"], {"mlflow.runName": renamed})
                 children.loc[index, "tags.mlflow.runName"] = renamed
@@ -118,9 +128,19 @@ def describe_undescribed(store: Store, children: pd.DataFrame) -> None:
     cluster job that died) gets its status and reason as its description."""
     notes = children.get("tags.mlflow.note.content", pd.Series(None, index=children.index))
     for _, run in children[notes.isna()].iterrows():
+        if is_reused(run):
+            continue
         reason = run.get("tags.failure_reason")
         store.set_tags(run["run_id"], {"mlflow.note.content": child_description(
             {}, "", run["status"], reason if isinstance(reason, str) else "", False)})
+
+
+def points_filter(parent_id: str, children: pd.DataFrame) -> str:
+    """The sweep's points in MLflow's search syntax: its children, or with runs reused from earlier
+    sweeps (resume), every point's run id (the syntax has no OR)."""
+    if "reused" not in children or not children["reused"].any():
+        return f"tags.`mlflow.parentRunId` = '{parent_id}'"
+    return f"attributes.run_id IN ({', '.join(repr(str(i)) for i in children['run_id'])})"
 
 
 def saved_view(store: Store, parent_id: str, children: pd.DataFrame) -> str:
@@ -128,7 +148,7 @@ def saved_view(store: Store, parent_id: str, children: pd.DataFrame) -> str:
     figure, its figures as columns); returns the URL that opens it."""
     rank_by, shown = headline(main_workload(children))
     key = f"sweep-{parent_id[:12]}"
-    state = {"searchFilter": f"tags.`mlflow.parentRunId` = '{parent_id}'", "orderByAsc": False,
+    state = {"searchFilter": points_filter(parent_id, children), "orderByAsc": False,
              "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
              "selectedColumns": [f"metrics.`{n}`" for n in shown if f"metrics.{n}" in children]}
     state["columnWidths"] = {column: 150 for column in state["selectedColumns"]}  # room for 7 digits

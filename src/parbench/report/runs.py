@@ -10,6 +10,8 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from parbench.tracking.store import with_reused
+
 SWEEP_TAG = "parbench.sweep"
 
 
@@ -105,6 +107,8 @@ def select_runs(uri: str, sweep: str | None = None, experiment: str | None = Non
     if sweep is not None:
         query = f"tags.{MLFLOW_PARENT_RUN_ID} = '{sweep}'" + (f" and {filter_string}" if filter_string else "")
         runs = _search(experiments, query)
+        if filter_string is None:  # the whole sweep: with the points a resumed sweep reused
+            runs = with_reused(runs, MlflowClient(uri), sweep)
         if runs.empty:
             raise ReportError(f"sweep {sweep} has no runs{' matching ' + filter_string if filter_string else ''} "
                               f"in {uri}: check --sweep (the parent run id printed at the sweep's end)")

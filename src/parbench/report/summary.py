@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from textwrap import shorten
 
 import pandas as pd
 
@@ -18,7 +19,8 @@ TABLE_TAGS = ("mlflow.runName", "status_reason")
 
 
 def sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per child run: name, status, the headline metrics, failure reason."""
+    """One row per point: name, status, the headline metrics, the run reused (resume), failure reason
+    (cut at a word)."""
     if runs.empty:
         return pd.DataFrame(columns=["run", "status"])
     table = pd.DataFrame({"run": runs.get("tags.mlflow.runName"), "status": runs["status"]})
@@ -26,8 +28,10 @@ def sweep_table(runs: pd.DataFrame) -> pd.DataFrame:
         column = f"metrics.{metric}"
         if column in runs and runs[column].notna().any():
             table[metric] = runs[column]
+    if "reused" in runs and runs["reused"].any():  # a resumed sweep's points run before
+        table["reused"] = [run_id[:8] if reused else "" for run_id, reused in zip(runs["run_id"], runs["reused"])]
     if "tags.failure_reason" in runs:
-        table["failure_reason"] = runs["tags.failure_reason"].fillna("").str.slice(0, 80)
+        table["failure_reason"] = [shorten(str(r), 100, placeholder=" ...") for r in runs["tags.failure_reason"].fillna("")]
     return table.reset_index(drop=True)
 
 

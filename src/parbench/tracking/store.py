@@ -23,6 +23,8 @@ T = TypeVar("T")
 # MLflow 3's UI opens an experiment of this kind on its runs table (not the GenAI traces overview).
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 BATCH = 100  # MLflow's limit on params per log_batch call (metrics: 1000)
+# On a sweep's parent run: the FINISHED runs a resumed sweep reused instead of running them again.
+REUSED_TAG = "parbench.reused_runs"
 
 
 def retry(fn: Callable[..., T], *args: Any, attempts: int = 12, **kwargs: Any) -> T:
@@ -146,6 +148,26 @@ class Store:
         mlflow.set_tracking_uri(self.uri)
         return retry(mlflow.search_runs, experiment_ids=[self.experiment_id],
                      filter_string=f"tags.{MLFLOW_PARENT_RUN_ID} = '{parent_id}'", order_by=["start_time ASC"])
+
+    def sweep_runs(self, parent_id: str):
+        """A sweep's points: its child runs, then the runs it reused (column `reused`: True)."""
+        return with_reused(self.child_runs(parent_id), self.client, parent_id)
+
+
+def with_reused(runs, client: MlflowClient, parent_id: str):
+    """`runs` (a sweep's children) plus the FINISHED runs the sweep reused, which its parent lists."""
+    import mlflow
+    import pandas as pd
+
+    parent = retry(client.get_run, parent_id)
+    ids = [i for i in parent.data.tags.get(REUSED_TAG, "").split(",") if i]
+    runs = runs.assign(reused=False)
+    if not ids:
+        return runs
+    quoted = ", ".join(f"'{i}'" for i in ids)
+    reused = retry(mlflow.search_runs, experiment_ids=[parent.info.experiment_id],
+                   filter_string=f"attributes.run_id IN ({quoted})", order_by=["start_time ASC"])
+    return pd.concat([runs, reused.assign(reused=True)], ignore_index=True)
 
 
 def read_json(path: Path) -> dict:

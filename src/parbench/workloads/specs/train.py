@@ -22,7 +22,7 @@ class TrainWorkload:
     batch_size: int = 4  # per data-parallel rank; a step sees batch_size * dp * fsdp sequences
     # Sequences per step over all data-parallel ranks (strong scaling); set, it replaces batch_size.
     global_batch_size: int | None = None
-    seq_len: int = 64
+    seq_len: int | None = None  # None: the model preset's default_seq_len (config/resolve.py)
     steps: int = 8  # measured steps, after the warm-up
     warmup_steps: int = 2
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | fp32 | bf16 | fp16
