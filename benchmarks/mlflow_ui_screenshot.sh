@@ -24,12 +24,12 @@ PY
 mlflow ui --backend-store-uri "sqlite:///$W/mlflow.db" --host 127.0.0.1 --port "$PORT" > "$W/ui.log" 2>&1 &
 UI=$!; trap 'kill $UI 2>/dev/null' EXIT
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/" > /dev/null && break; sleep 1; done
-shot() {  # URL FILE: Chromium's flags for this closed network (no background requests)
+shot() {  # URL FILE [HEIGHT]: Chromium's flags for this closed network (no background requests)
   chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
-    --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size=1600,1000 \
+    --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size="1600,${3:-1000}" \
     --virtual-time-budget=30000 --screenshot="$2" "$1" > /dev/null 2>&1
 }
 shot "${LINK/127.0.0.1:5000/127.0.0.1:$PORT}" "$OUT/mlflow_sweep_link.png"
 shot "http://127.0.0.1:$PORT/#/experiments/$EXP/runs/$RUN" "$OUT/mlflow_sweep_run.png"
-shot "http://127.0.0.1:$PORT/#/experiments/$EXP/runs/$CHILD" "$OUT/mlflow_child_run.png"
+shot "http://127.0.0.1:$PORT/#/experiments/$EXP/runs/$CHILD" "$OUT/mlflow_child_run.png" 1250  # its description is last
 echo "screenshots: $OUT/mlflow_sweep_link.png $OUT/mlflow_sweep_run.png $OUT/mlflow_child_run.png (store: $W)"

@@ -125,11 +125,22 @@ def _layer_order(name: str) -> tuple:
     return (3, name) if name == "-" else (2, {"norm": 0, "output": 1}.get(name, 2), name)
 
 
+# Op types in a fixed order, so each keeps its colour in every pie of every run (others follow).
+# The first ten take tab10's colours (`other` its grey), the rest tab20's light ones.
+OP_TYPES = ("attention", "mlp", "norm", "embedding", "lm_head", "sampling", "all_reduce", "other", "outside_ops",
+            "p2p", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def op_type_colours(op_types: list[str]) -> dict[str, tuple]:
+    order = list(OP_TYPES) + sorted(set(op_types) - set(OP_TYPES))
+    palette = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("tab20")(2 * i + 1) for i in range(10)]
+    return {op: palette[order.index(op) % len(palette)] for op in op_types}
+
+
 def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path, title: str = "") -> Path:
     """One pie of op-type shares (% of op time) per phase (prefill, decode)."""
     fig, axes = plt.subplots(1, len(shares), figsize=(5.4 * len(shares), 4.0))
-    op_types = list(dict.fromkeys(op for table in shares.values() for op in table))
-    colour = {op: plt.get_cmap("tab10")(i % 10) for i, op in enumerate(op_types)}  # one colour per op type in every pie
+    colour = op_type_colours([op for table in shares.values() for op in table])
     for ax, (phase, table) in zip([axes] if len(shares) == 1 else axes, shares.items()):
         # Percentages on slices of 5% or more (smaller ones would overlap); the legend has all.
         wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False, colors=[colour[op] for op in table],

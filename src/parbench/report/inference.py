@@ -246,7 +246,8 @@ def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     path = plot_latency_vs_input(done, out / "inference_latency_vs_input.png", MIN_FIT_INPUTS)
     if path is not None:
         section.add(Figure(path, "TTFT and E2E (ms) against input length (tokens): points measured with their "
-                                 f"intervals, lines fitted where {MIN_FIT_INPUTS} input lengths or more were measured"))
+                                 f"intervals; a fitted line where {MIN_FIT_INPUTS} input lengths or more were measured "
+                                 "and its slope differs from 0 beyond its interval"))
     shown, data = percentile_table(done)
     section.add(Table(shown, data, "inference_percentiles.csv", "Latency percentiles over the timed samples (a "
                       "percentile is shown only from the samples it needs: p90 from 10, p99 from 100)"))

@@ -41,7 +41,8 @@ def _latency_whiskers(group: pd.DataFrame, metric: str) -> list[np.ndarray] | No
 
 def plot_latency_vs_input(runs: pd.DataFrame, path: Path, min_fit_inputs: int) -> Path | None:
     """TTFT and E2E (ms) against input length, one series per layout, batch and output length;
-    a least-squares line only over min_fit_inputs input lengths or more."""
+    a least-squares line only over min_fit_inputs input lengths or more, and only where its slope's
+    interval excludes 0 (a flat line through noise says nothing)."""
     if runs["input_len"].nunique() < 2:
         return None
     many_batches, many_outputs = runs["batch_size"].nunique() > 1, runs["output_len"].nunique() > 1
@@ -53,9 +54,10 @@ def plot_latency_vs_input(runs: pd.DataFrame, path: Path, min_fit_inputs: int) -
             x, y = group["input_len"].to_numpy(float), group[f"metrics.{metric}"].to_numpy(float) * MS
             ax.errorbar(x, y, yerr=_latency_whiskers(group, metric), fmt="o", capsize=4, color=colours[layout],
                         label=series_label(layout, batch, out_len, many_batches, many_outputs))
-            if len(np.unique(x)) >= min_fit_inputs:
+            line = fit_line(x, y) if len(np.unique(x)) >= min_fit_inputs else None
+            if line is not None and (line.slope_low > 0 or line.slope_high < 0):  # a trend beyond noise
                 grid = np.linspace(x.min(), x.max(), 50)
-                ax.plot(grid, fit_line(x, y)(grid), "-", color=colours[layout], alpha=0.7)
+                ax.plot(grid, line(grid), "-", color=colours[layout], alpha=0.7)
         ax.set(xlabel="input length (tokens)", ylabel="ms", title=f"{LATENCY_TITLES[metric]} vs input length")
         ax.grid(alpha=0.3)
     axes[0].legend()

@@ -151,8 +151,9 @@ def verdict(table: pd.DataFrame, kind: str | None) -> list[str]:
 
 
 def limits(table: pd.DataFrame) -> str:
-    """What limits each run that is not the clear fastest of its device count."""
-    named = [f"{row.run} ({_limit(row)})" for row in table.itertuples() if row.vs_fastest not in ("fastest", "only run")]
+    """What limits each multi-device run that is not the clear fastest of its device count."""
+    named = [f"{row.run} ({_limit(row)})" for row in table.itertuples()
+             if row.vs_fastest not in ("fastest", "only run") and row.devices > 1]  # one device: nothing to share
     return ("What limits the others (the largest of exposed communication and bubble): " + "; ".join(named) + "."
             if named else "")
 
