@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from parbench.metrics.fits import fit_line
-from parbench.metrics.plots import heatmap, layers_in_order, plot_phase_pies
+from parbench.metrics.plots import OP_TYPES, heatmap, layers_in_order, plot_phase_pies
 from parbench.paths import INFERENCE_LAYERS_FILE
 from parbench.report import fmt, noise
 from parbench.report.document import Figure, Paragraph, Section, Table
@@ -187,16 +187,20 @@ def pie_runs(runs: pd.DataFrame) -> list[tuple[pd.Series, dict]]:
 
 
 def layer_grids(path: Path) -> dict[str, pd.DataFrame]:
-    """{phase: layers (rows) x op types (columns, largest first), ms per step} from the native
-    engine's inference_layers.csv."""
+    """{phase: layers (rows) x op types (columns, in one order for every figure), ms per step} from
+    the native engine's inference_layers.csv."""
     table = pd.read_csv(path)
     grids = {}
     for phase in ("prefill", "decode"):
         rows = table[table["phase"] == phase]
         if not rows.empty:
             grid = rows.pivot_table(index="layer", columns="op_type", values="ms_per_step", aggfunc="sum", fill_value=0.0)
-            grids[phase] = layers_in_order(grid[grid.sum().sort_values(ascending=False).index])
+            grids[phase] = layers_in_order(grid[sorted(grid.columns, key=op_type_order)])
     return grids
+
+
+def op_type_order(op_type: str) -> tuple[int, str]:
+    return (OP_TYPES.index(op_type), "") if op_type in OP_TYPES else (len(OP_TYPES), op_type)
 
 
 def run_name(row: pd.Series) -> str:
