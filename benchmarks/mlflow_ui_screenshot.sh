@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a person sees in the MLflow UI: a small CPU sweep into a fresh store, `mlflow ui` on
-# loopback, and headless Chromium (Debian's `chromium`) screenshots of the link the sweep prints
+# loopback, and headless Chromium (Debian's `chromium`) screenshots of the experiment's runs page
+# (its description links the latest sweep), of the link the sweep prints
 # (its children sorted by the headline figure, their figures as columns), of the sweep's parent
 # run (its description: verdict and table) and of one child run (its own figures, the trace hint).
 #   bash benchmarks/mlflow_ui_screenshot.sh OUT_DIR [SWEEP_OVERRIDES...]
@@ -29,7 +30,9 @@ shot() {  # URL FILE [HEIGHT]: Chromium's flags for this closed network (no back
     --disable-component-update --disable-sync --user-data-dir="$(mktemp -d)" --window-size="1600,${3:-1000}" \
     --virtual-time-budget=30000 --screenshot="$2" "$1" > /dev/null 2>&1
 }
+shot "http://127.0.0.1:$PORT/#/experiments/$EXP/runs" "$OUT/mlflow_experiment.png"  # its description: the latest sweep
 shot "${LINK/127.0.0.1:5000/127.0.0.1:$PORT}" "$OUT/mlflow_sweep_link.png"
 shot "http://127.0.0.1:$PORT/#/experiments/$EXP/runs/$RUN" "$OUT/mlflow_sweep_run.png"
 shot "http://127.0.0.1:$PORT/#/experiments/$EXP/runs/$CHILD" "$OUT/mlflow_child_run.png" 1250  # its description is last
-echo "screenshots: $OUT/mlflow_sweep_link.png $OUT/mlflow_sweep_run.png $OUT/mlflow_child_run.png (store: $W)"
+echo "screenshots: $OUT/mlflow_experiment.png $OUT/mlflow_sweep_link.png $OUT/mlflow_sweep_run.png" \
+  "$OUT/mlflow_child_run.png (store: $W)"

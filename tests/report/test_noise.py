@@ -168,3 +168,19 @@ def test_a_child_closed_before_it_could_describe_itself_gets_its_reason(tmp_path
     describe_undescribed(store, store.child_runs(parent))
     note = store.child_runs(parent)["tags.mlflow.note.content"].iloc[0]
     assert note == "**FAILED**: invalid config: too long"
+
+
+def test_the_experiment_description_links_the_latest_sweep_unless_the_user_wrote_one(tmp_path):
+    from parbench.report.mlflow_view import point_to_latest
+    from parbench.tracking.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'mlflow.db'}", "latest")
+    parent = store.create_run("sweep parallel=dp,fsdp", {})
+    children = annotate(pd.DataFrame([train_run("dp1", "dp", 1, 300, 290, 310)]))
+    point_to_latest(store, parent, children, "sweep-abc")
+    note = store.experiment_tags()["mlflow.note.content"]
+    assert note.startswith(f"**Latest sweep**: [its 1 point, best tokens/s first](#/experiments/{store.experiment_id}"
+                           "/runs?viewStateShareKey=sweep-abc)") and note.endswith("`sweep parallel=dp,fsdp`")
+    store.set_experiment_tag("mlflow.note.content", "our cluster's runs")
+    point_to_latest(store, parent, children, "sweep-def")
+    assert store.experiment_tags()["mlflow.note.content"] == "our cluster's runs"

@@ -200,6 +200,8 @@ def test_the_mlflow_ui_shows_the_sweep_at_the_first_click(strong, store):
     assert state["orderByKey"] == "metrics.`throughput_tokens_per_s`" and state["orderByAsc"] is False
     assert parent.info.run_id in state["searchFilter"] and "metrics.`mfu`" in state["selectedColumns"]
     assert f"#/experiments/{parent.info.experiment_id}/runs?viewStateShareKey=sweep-" in strong.stdout  # the printed link
+    experiment_note = client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"]
+    assert experiment_note.startswith("**Latest sweep**") and f"viewStateShareKey=sweep-{parent.info.run_id[:12]}" in experiment_note
     child = next(iter(finished.values())).data.tags["mlflow.note.content"]
     assert child.startswith("**FINISHED**") and "tokens/s **" in child and "ui.perfetto.dev" in child
     names = [r.info.run_name for r in client.search_runs([parent.info.experiment_id],

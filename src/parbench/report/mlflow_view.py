@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from parbench.fmt import format_metric
+from parbench.report import fmt
 from parbench.report.inference import inference_runs
 from parbench.report.inference_verdict import verdict as inference_verdict, with_intervals
 from parbench.report.runs import ReportError, RunSet, annotate, differing_params
@@ -145,7 +146,7 @@ def points_filter(parent_id: str, children: pd.DataFrame) -> str:
 
 def saved_view(store: Store, parent_id: str, children: pd.DataFrame) -> str:
     """An experiment tag holding the runs table's state (this sweep's children, sorted by the headline
-    figure, its figures as columns); returns the URL that opens it."""
+    figure, its figures as columns); returns its key (the URL's viewStateShareKey)."""
     rank_by, shown = headline(main_workload(children))
     key = f"sweep-{parent_id[:12]}"
     state = {"searchFilter": points_filter(parent_id, children), "orderByAsc": False,
@@ -155,7 +156,27 @@ def saved_view(store: Store, parent_id: str, children: pd.DataFrame) -> str:
     if rank_by:
         state["orderByKey"] = f"metrics.`{rank_by}`"
     store.set_experiment_tag(VIEW_TAG + key, json.dumps(state))
-    return f"http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs?viewStateShareKey={key}"
+    return key
+
+
+LATEST = "**Latest sweep**"  # how parbench's experiment description starts (a user's own is left alone)
+
+
+def point_to_latest(store: Store, parent_id: str, children: pd.DataFrame, view_key: str) -> None:
+    """The experiment's description (shown atop each of its pages, the GenAI overview included)
+    links to this sweep's saved view: from MLflow's front page, the experiment and that link are the
+    two clicks to every point with its figures, best first."""
+    note = store.experiment_tags().get("mlflow.note.content", "")
+    if note and not note.startswith(LATEST):
+        return
+    rank_by, _ = headline(main_workload(children))
+    name = store.run_name(parent_id)
+    base = f"#/experiments/{store.experiment_id}/runs"
+    order = f", best {NAMES.get(rank_by, rank_by)} first" if rank_by else ""
+    # The links first: the UI shows one line of the description until it is expanded.
+    store.set_experiment_tag("mlflow.note.content", (
+        f"{LATEST}: [its {fmt.count(len(children), 'point')}{order}]({base}?viewStateShareKey={view_key}) · "
+        f"[its verdict]({base}/{parent_id}) · `{name}`"))
 
 
 def describe_sweep(store: Store, parent_id: str, children: pd.DataFrame, sweep_dir: Path) -> str:
@@ -165,7 +186,9 @@ def describe_sweep(store: Store, parent_id: str, children: pd.DataFrame, sweep_d
         return store.where_to_look(parent_id)
     children = annotate(distinct_names(store, children.copy()))
     describe_undescribed(store, children)
-    link = saved_view(store, parent_id, children)
+    key = saved_view(store, parent_id, children)
+    link = f"http://127.0.0.1:5000/#/experiments/{store.experiment_id}/runs?viewStateShareKey={key}"
+    point_to_latest(store, parent_id, children, key)
     store.log_metrics(parent_id, headline_metrics(children))
     store.set_tags(parent_id, {"mlflow.note.content": description(children, sweep_dir, link)})
     return f"MLflow UI: mlflow ui --backend-store-uri {store.uri}\n  then open {link}"
