@@ -1,5 +1,7 @@
 """Compare the native inference engine's greedy tokens across the jobs of one sweep:
     python benchmarks/compare_tokens.py SWEEP_DIR
+or two jobs' tokens (e.g. vLLM with the seeded weights against the native engine on the same shape):
+    python benchmarks/compare_tokens.py --against REFERENCE_JOB_DIR JOB_DIR
 Each job (parallel=dp/tp/pp) prints its layout and decode mode, the KV-cache-vs-recompute
 mismatches it counted (workload.verify=true: the reference path is eager, without the cache) and
 whether its tokens equal the first finished job's."""
@@ -33,5 +35,22 @@ def main(sweep: Path) -> None:
               f"tokens; tokens {'==' if same else '!='} {layout(finished[0])}'s")
 
 
+def tokens(job: Path) -> list[list[int]]:
+    return json.loads((job / "generated_tokens.json").read_text())
+
+
+def compare_jobs(reference: Path, job: Path) -> None:
+    """Requests decoded identically, tokens equal position by position, and where each request first differs."""
+    ref, got = tokens(reference), tokens(job)
+    first = [next((i for i, (a, b) in enumerate(zip(r, g)) if a != b), None) for r, g in zip(ref, got)]
+    same = sum(a == b for r, g in zip(ref, got) for a, b in zip(r, g))
+    total = sum(len(r) for r in ref)
+    print(f"{job} against {reference}: {first.count(None)}/{len(ref)} requests identical, {same}/{total} tokens "
+          f"equal ({100 * same / total:.1f} %); first differing position per request: {first}")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1] == "--against":
+        compare_jobs(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        main(Path(sys.argv[1]))

@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed   (see each below; decode takes benchmarks/decode_mbu.py's options)
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -56,6 +56,37 @@ for name in walls.index:
         print(f"default profile window: {added:+.1f} s of wall time on {name} ({100 * added / off:+.1f} %)")
 PY
 }
+seconds() {  # seconds LABEL COMMAND...: the command's wall time (its output dropped)
+  local t0; t0=$(date +%s.%N); "${@:2}" >/dev/null 2>&1
+  echo "$1: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s"
+}
+stamped() {  # stamped NAME OVERRIDES...: a sweep whose every console line carries its second since the start
+  local name=$1; shift
+  echo "== $name: python -m parbench -m $*" | tee -a "$W/commands.txt"
+  python -m parbench -m "$@" hydra.sweep.dir="$W/$name" tracking.uri="sqlite:///$W/mlflow.db" 2>&1 \
+    | python -u -c "import sys, time; t0 = time.time(); [print(f'{time.time() - t0:8.2f} {l}', end='', flush=True) for l in sys.stdin]" \
+    | tee "$W/$name.log" | grep -v "\] step .*(warmup\|measure\|profile)"
+  pack
+}
+profile_worker() {  # profile_worker JOB_DIR NAME: a finished job's worker run again in this process (one rank)
+  # under cProfile: $W/NAME.txt lists the calls by cumulative time (imports, process group, model, steps).
+  RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 \
+    python - "$1" "$W/$2" <<'PY' 2>&1 | tail -3
+import cProfile, pstats, sys, time
+from pathlib import Path
+start = time.perf_counter()
+profile = cProfile.Profile()
+profile.enable()
+import parbench.worker as worker
+worker.exit_now = lambda: None  # the profile is written after main returns
+worker.main(Path(sys.argv[1]))
+profile.disable()
+with open(sys.argv[2] + ".txt", "w") as out:
+    out.write(f"worker in one process: {time.perf_counter() - start:.2f} s\n")
+    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(70)
+print(f"{sys.argv[2]}: worker in one process {time.perf_counter() - start:.2f} s")
+PY
+}
 # Llama 3.2 1B shape with an untied head (1.50B), torchtitan's benchmark shape.
 L1B=(model=llama3_2_1b model.tie_embeddings=false)
 case $SUITE in
@@ -93,6 +124,34 @@ case $SUITE in
                python benchmarks/compare_tokens.py "$W/check${TAG:+_$TAG}" | tee "$W/check${TAG:+_$TAG}.txt" ;;
         input_len) sweep "input_len${TAG:+_$TAG}" "${INF[@]}" workload.input_len="${INPUTS:-128,1024,8192}" workload.batch_size=1 "$@" ;;
         batch) sweep "batch${TAG:+_$TAG}" "${INF[@]}" workload.input_len=1024 workload.batch_size="${BATCHES:-1,8,32}" "$@" ;;
+      esac
+    done
+    ;;
+  vllm)  # 1 GPU (issue 28): vLLM (0.26.0 with torch 2.11) with its own defaults (compiled, CUDA graphs) on
+    # llama3_2_1b, dummy weights. agree: parbench's TTFT/TPOT against vLLM's own LLM.generate timings at the
+    # centre (in1024 bs16 out128, profiled); input_len, batch, output_len: the other 2 points of each axis;
+    # native: parbench's engine on the input axis; tokens: vLLM with the seeded weights at in256 against
+    # native's tokens; 7b: llama2_7b at the centre. SWEEPS narrows (e.g. SWEEPS="batch native").
+    V1B=(workload=inference model=llama3_2_1b hardware.gpus_per_node=1 workload.repeats=5 launch.timeout_s=600)
+    CENTRE=(workload.input_len=1024 workload.batch_size=16 workload.output_len=128)
+    for s in ${SWEEPS:-agree input_len batch output_len native tokens 7b}; do
+      case $s in
+        agree) echo "== agree: python benchmarks/vllm_agreement.py $W/agree ${V1B[*]} ${CENTRE[*]}" | tee -a "$W/commands.txt"
+               python benchmarks/vllm_agreement.py "$W/agree" "${V1B[@]}" "${CENTRE[@]}" tracking.uri="sqlite:///$W/mlflow.db" \
+                 "$@" 2>&1 | tee "$W/agree.log" | grep -v "^\[parbench\] step"; pack ;;
+        input_len|batch|output_len) NOPROF=("${V1B[@]}" workload.engine=vllm workload.profile=false "$@")
+              case $s in  # GRID_* narrow an axis (e.g. GRID_BATCHES=64 to redo one point)
+                input_len) sweep input_len "${NOPROF[@]}" workload.input_len="${GRID_INPUTS:-256,4096}" workload.batch_size=16 workload.output_len=128 ;;
+                batch) sweep "batch${TAG:-}" "${NOPROF[@]}" workload.input_len=1024 workload.batch_size="${GRID_BATCHES:-4,64}" workload.output_len=128 ;;
+                output_len) sweep output_len "${NOPROF[@]}" workload.input_len=1024 workload.batch_size=16 workload.output_len="${GRID_OUTPUTS:-32,512}" ;;
+              esac ;;
+        native) sweep native "${V1B[@]}" workload.engine=native workload.profile=false workload.input_len="${NATIVE_INPUTS:-256,1024,4096}" \
+                  workload.batch_size=16 workload.output_len=128 "$@" ;;
+        tokens) sweep tokens "${V1B[@]}" workload.engine=vllm workload.vllm.weights=seeded workload.profile=false \
+                  workload.input_len=256 workload.batch_size=16 workload.output_len=128 "$@"
+                python benchmarks/compare_tokens.py --against "$W/native/0" "$W/tokens/0" | tee "$W/tokens.txt"; pack ;;
+        7b) sweep 7b workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.engine=vllm workload.repeats=3 \
+              launch.timeout_s=600 "${CENTRE[@]}" "$@" ;;
       esac
     done
     ;;
@@ -218,6 +277,58 @@ runs = mlflow.search_runs(search_all_experiments=True)
 for _, run in runs[runs["tags.mlflow.parentRunId"].notna()].iterrows():
     print(f"{run['tags.mlflow.runName']}: {run['status']}\n  failure_reason: {run.get('tags.failure_reason')}")
 PY
+    ;;
+  startup)  # 1 GPU (issue 27): where a point's fixed seconds go. benchmarks/overhead.py on the GPU (its timed
+    # log kept), the orchestrator and a worker under cProfile, torchrun alone, nvidia-smi/NVML and torch
+    # import/CUDA init, a llama2_7b model build (eager decode: no compile).
+    { nvidia-smi --query-gpu=name,persistence_mode,driver_version --format=csv
+      for i in 1 2; do seconds "nvidia-smi query" nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; done
+      seconds "import torch" python -c "import torch"
+      seconds "import torch + CUDA context" python -c "import torch; torch.zeros(1, device='cuda')"
+      seconds "import parbench.worker" python -c "import parbench.worker"
+      seconds "import mlflow" python -c "import mlflow"
+      seconds "torchrun --no-python true, 1 proc" python -m torch.distributed.run --standalone --nproc-per-node=1 --no-python true
+      python -X importtime -c "import parbench.worker" 2> "$W/importtime_worker.txt"
+      python -X importtime -m parbench.worker 2> "$W/importtime_worker_main.txt" || true
+    } 2>&1 | tee "$W/probe.txt"
+    python benchmarks/overhead.py --log "$W/overhead.log" --out "$W/overhead.json" "$@" 2>&1 | tail -15 | tee "$W/overhead.txt"; pack
+    python -m cProfile -o "$W/orchestrator.prof" -m parbench hydra.run.dir="$W/one" tracking.uri="sqlite:///$W/mlflow.db" \
+      "$@" 2>&1 | tail -5
+    python -c "import pstats, sys; pstats.Stats(sys.argv[1], stream=open(sys.argv[2], 'w')).sort_stats('cumulative').print_stats(70)" \
+      "$W/orchestrator.prof" "$W/orchestrator.txt"
+    profile_worker "$W/one" worker_tiny
+    INF7=(workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.decode_mode=eager workload.warmup=0
+          workload.repeats=1 workload.output_len=4 workload.profile=false)
+    python -m parbench "${INF7[@]}" hydra.run.dir="$W/build7b" tracking.uri="sqlite:///$W/mlflow.db" "$@" 2>&1 \
+      | grep -E "model ready|FINISHED|FAILED|model_build"; pack
+    profile_worker "$W/build7b" worker_7b
+    ;;
+  reuse)  # 1 GPU (issue 27): llama2_7b compiled decode, batch 4, over input/output lengths: the first point
+    # compiles, the others load the compiled steps from compile_cache (tags compile_cache, compile_key;
+    # first_batch_s, model_build_s, TPOT, MBU per point). INPUTS/OUTPUTS narrow the grid.
+    stamped reuse workload=inference model=llama2_7b hardware.gpus_per_node=1 workload.batch_size=4 \
+      workload.input_len="${INPUTS:-64,128,512}" workload.output_len="${OUTPUTS:-32}" workload.warmup=1 \
+      workload.repeats=5 workload.profile=false resume=false "$@"
+    python - "$W" <<'PY' | tee "$W/reuse.txt"
+import sys
+import mlflow
+mlflow.set_tracking_uri(f"sqlite:///{sys.argv[1]}/mlflow.db")
+runs = mlflow.search_runs(search_all_experiments=True, order_by=["start_time"])
+runs = runs[runs["tags.mlflow.parentRunId"].notna() & runs["tags.workload"].eq("inference")] if "tags.workload" in runs else runs
+for _, r in runs.iterrows():
+    m = lambda k: r.get(f"metrics.{k}", float("nan"))
+    print(f"{r['tags.mlflow.runName']}: {r['status']} cache {r.get('tags.compile_cache')} (hits {m('compile_cache_hits'):.0f}, "
+          f"misses {m('compile_cache_misses'):.0f}) first batch {m('first_batch_s'):.1f} s, build {m('model_build_s'):.2f} s, "
+          f"TPOT {1000 * m('tpot_s_p50'):.3f} ms, MBU {100 * m('mbu'):.1f} %, key {r.get('tags.compile_key')}")
+PY
+    ;;
+  families)  # 1 GPU (issue 27): qwen3_1_7b against llama3_2_1b (eager, seq 2048, batch 4; selective AC for
+    # qwen3 as in the issue), then the compiled default path of the 1B comparison (seq 4096, batch 2).
+    COMMON=(hardware.gpus_per_node=1 workload.warmup_steps=3 workload.steps=10 profile.enabled=false)
+    stamped families "${COMMON[@]}" workload.seq_len=2048 workload.batch_size=4 model=llama3_2_1b,qwen3_1_7b "$@"
+    stamped qwen3_selective "${COMMON[@]}" workload.seq_len=2048 workload.batch_size=4 model=qwen3_1_7b \
+      workload.activation_checkpointing=selective "$@"
+    stamped compiled1b "${COMMON[@]}" "${L1B[@]}" workload.seq_len=4096 workload.batch_size=2 workload.compile=true "$@"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

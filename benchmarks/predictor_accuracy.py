@@ -1,14 +1,16 @@
-"""How close the performance model (parbench.predict) comes to measured runs on this GPU machine:
-each case runs through the real CLI, and its predicted step time and peak memory (the same config,
-the calibration the run used) are set beside the measured ones.
+"""How close the performance model (parbench.predict) comes to measured runs on this GPU machine.
+Each case runs through the real CLI and its measured metrics are appended to a JSON-lines file as
+it ends (a cut-short call keeps what finished); the table sets the model's prediction of the same
+config, with the named calibration profile, beside them, so it can be made again from the file.
 
-    python benchmarks/predictor_accuracy.py [--cases 1b] [--out accuracy.md] [overrides...]
+    python benchmarks/predictor_accuracy.py measure --jsonl runs.jsonl [--cases train,infer] [overrides...]
+    python benchmarks/predictor_accuracy.py table --jsonl runs.jsonl [--calibration FILE] [--out table.md]
 
-Cases (issue 18): the 1B model on one GPU (eager and compiled; activation checkpointing none,
-selective, full; batch 2, 4, 8), the 3B and 8B shapes on one GPU with checkpointing so they fit
-(an H200 for 8B). Goal: median |error| <= 10 % for step time and peak memory, none worse than 25 %,
-and the layout the model ranks first within 5 % of the fastest measured. Inference (TTFT/TPOT) is
-not modelled yet. Run `parbench calibrate hardware=...` first to measure with a calibration."""
+Cases (issue 31): llama3_2_1b, qwen3_1_7b and gpt2_xl on one GPU, sequences 1024 to 8192, eager
+and compiled, checkpointing none, selective and full (none of them a calibration run's shape); the
+native inference engine at batch 1 to 32. Goal: median |error| <= 10 % for step time and peak
+memory, none worse than 25 %, and the case the model ranks first among the layouts of one model
+and batch (`rank` cases) within 5 % of the fastest measured; TTFT and TPOT within 10 %."""
 
 from __future__ import annotations
 
@@ -24,19 +26,36 @@ from parbench.fmt import format_metric
 from parbench.prepare import validate
 from parbench.planner import compose_config
 from parbench.predict import predict
+from parbench.predict.calibration import calibration_for, load_calibration
+from parbench.predict.inference import predict_inference
 
-ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp", "workload.steps=10", "workload.warmup_steps=3"]
-LLAMA_3B = ["model=llama3_2_1b", "model.layers=28", "model.hidden=3072", "model.heads=24", "model.kv_heads=8",
-            "model.ffn=8192", "model.tie_embeddings=true"]
+ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp"]
+TRAIN = [*ONE_GPU, "workload=train", "workload.steps=8", "workload.warmup_steps=3", "profile.enabled=false"]
+INFER = [*ONE_GPU, "workload=inference", "workload.input_len=512", "workload.output_len=64", "workload.repeats=3",
+         "workload.profile=false"]
+RANK = ["model=llama3_2_1b", "workload.seq_len=4096", "workload.batch_size=2"]  # one model and batch, four layouts
+
+
+def train(model: str, seq: int, batch: int, compiled: bool, ac: str, *extra: str) -> list[str]:
+    return [*TRAIN, f"model={model}", f"workload.seq_len={seq}", f"workload.batch_size={batch}",
+            f"workload.compile={str(compiled).lower()}", f"workload.activation_checkpointing={ac}", *extra]
+
+
 CASES = {
-    "1b": [[*ONE_GPU, "model=llama3_2_1b", "workload.seq_len=2048", f"workload.batch_size={b}",
-            f"workload.activation_checkpointing={ac}", f"workload.compile={c}"]
-           for c in ("false", "true") for ac in ("none", "selective", "full") for b in (2, 4, 8)],
-    "3b": [[*ONE_GPU, *LLAMA_3B, "workload.seq_len=2048", "workload.batch_size=4",
-            f"workload.activation_checkpointing={ac}"] for ac in ("selective", "full")],
-    "8b": [[*ONE_GPU, "model=llama3_8b", "workload.seq_len=2048", "workload.batch_size=2",
-            "workload.activation_checkpointing=full"]],
+    "train": [
+        train("llama3_2_1b", 4096, 2, False, "none"), train("llama3_2_1b", 4096, 2, True, "none"),
+        train("llama3_2_1b", 4096, 2, False, "selective"), train("llama3_2_1b", 4096, 2, True, "full"),
+        train("qwen3_1_7b", 2048, 2, False, "full"), train("gpt2_xl", 1024, 4, False, "none"),
+        train("qwen3_1_7b", 8192, 1, True, "selective"),
+        train("gpt2_xl", 2048, 4, True, "full", "model.max_seq_len=2048"),
+        train("llama3_2_1b", 1024, 8, False, "full"), train("qwen3_1_7b", 4096, 2, True, "none"),
+    ],
+    "infer": [[*INFER, f"model={m}", f"workload.batch_size={b}"]
+              for m, b in (("llama3_2_1b", 1), ("llama3_2_1b", 32), ("qwen3_1_7b", 8))],
 }
+# The order they run in: a call that runs out of time has measured a spread of them.
+ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:2", "train:3", "infer:1", "train:6",
+         "train:7", "infer:2", "train:8", "train:9")
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
@@ -47,63 +66,91 @@ def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
     return json.loads((job_dir / "results.json").read_text())["metrics"]
 
 
+def measure_all(kinds: list[str], extra: list[str], jsonl: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        uri = f"sqlite:///{tmp}/mlflow.db"
+        for key in ORDER:
+            kind, i = key.split(":")
+            if kind not in kinds:
+                continue
+            overrides = [*CASES[kind][int(i)], *extra]
+            metrics = measure(overrides, Path(tmp) / key.replace(":", "_"), uri)
+            with jsonl.open("a") as f:
+                f.write(json.dumps({"kind": kind, "overrides": overrides, "metrics": metrics}) + "\n")
+
+
 def error_pct(predicted: float, measured: float) -> float:
     return 100 * (predicted - measured) / measured
 
 
-def row(overrides: list[str], measured: dict) -> dict:
+def label(overrides: list[str]) -> str:
+    shown = [o.split("=", 1)[1] if o.startswith("model=") else o.removeprefix("workload.") for o in overrides
+             if o not in TRAIN and o not in INFER and not o.startswith("hardware")]
+    return " ".join(shown).replace("activation_checkpointing=", "ac=").replace("batch_size=", "batch=")
+
+
+def row(kind: str, overrides: list[str], measured: dict, cal_ref: str | None) -> dict:
     cfg = compose_config(overrides)
-    p = predict(cfg, validate(cfg, None))
-    return {"case": " ".join(o for o in overrides if o not in ONE_GPU), "calibration": p.calibration,
-            "predicted_s": p.step_time_s, "measured_s": measured["step_time_s"],
-            "step_error_pct": error_pct(p.step_time_s, measured["step_time_s"]),
-            "predicted_gb": p.memory.total_gb, "measured_gb": measured["mem_peak_allocated_gb"],
-            "mem_error_pct": error_pct(p.memory.total_gb, measured["mem_peak_allocated_gb"]),
-            "predicted_tokens_per_s": p.tokens_per_s, "measured_tokens_per_s": measured["throughput_tokens_per_s"]}
+    dims = validate(cfg, None)
+    cal = load_calibration(cal_ref) if cal_ref else calibration_for(cfg.hardware, cfg.workload.dtype, None)
+    if kind == "infer":
+        p = predict_inference(cfg, dims, cal)
+        return {"kind": kind, "case": label(overrides), "calibration": p.calibration,
+                "a": ("TTFT", p.ttft_s, measured["ttft_s_p50"]), "b": ("TPOT", p.tpot_s, measured["tpot_s_p50"])}
+    p = predict(cfg, dims, cal)
+    return {"kind": kind, "case": label(overrides), "calibration": p.calibration, "rank": all(o in overrides for o in RANK),
+            "a": ("step", p.step_time_s, measured["step_time_s"]),
+            "b": ("peak", p.memory.total_gb, measured["mem_peak_allocated_gb"])}
+
+
+def cell(name: str, value: float) -> str:
+    return format_metric("gb" if name == "peak" else "s", value)
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| case | predicted | measured | error | predicted | measured | error |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{r['case']}"]
+        for part in ("a", "b"):
+            name, p, m = r[part]
+            cells += [f"{name} {cell(name, p)}", cell(name, m), f"{error_pct(p, m):+.1f} %"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join([*lines, "", *summary(rows), "", f"calibration: {rows[0]['calibration']}"])
 
 
 def summary(rows: list[dict]) -> list[str]:
     lines = []
-    for key in ("step_error_pct", "mem_error_pct"):
-        errors = [abs(r[key]) for r in rows]
-        lines.append(f"{key}: median |error| {statistics.median(errors):.1f} %, worst {max(errors):.1f} %")
-    picked = max(rows, key=lambda r: r["predicted_tokens_per_s"])
-    best = max(rows, key=lambda r: r["measured_tokens_per_s"])
-    share = picked["measured_tokens_per_s"] / best["measured_tokens_per_s"]
-    lines.append(f"the model's pick ({picked['case']}) measures {share:.1%}"
-                 f" of the fastest measured ({best['case']})")
+    for kind, part, what in (("train", "a", "step time"), ("train", "b", "peak memory"), ("infer", "a", "TTFT"),
+                             ("infer", "b", "TPOT")):
+        errors = [abs(error_pct(*r[part][1:])) for r in rows if r["kind"] == kind]
+        if errors:
+            lines.append(f"- {what}: median |error| {statistics.median(errors):.1f} %, worst {max(errors):.1f} % "
+                         f"({len(errors)} cases)")
+    ranked = [r for r in rows if r.get("rank")]
+    if len(ranked) > 1:
+        picked = min(ranked, key=lambda r: r["a"][1])
+        best = min(ranked, key=lambda r: r["a"][2])
+        lines.append(f"- the model's pick among the {len(ranked)} layouts of {' '.join(RANK)} ({picked['case']}) "
+                     f"measures {best['a'][2] / picked['a'][2]:.1%} of the fastest measured ({best['case']})")
     return lines
-
-
-def markdown(rows: list[dict]) -> str:
-    head = ("| case | predicted step | measured step | error | predicted peak | measured peak | error |\n"
-            "|---|---|---|---|---|---|---|")
-    body = [f"| {r['case']} | {format_metric('s', r['predicted_s'])} | {format_metric('s', r['measured_s'])} | "
-            f"{r['step_error_pct']:+.1f} % | {format_metric('gb', r['predicted_gb'])} | "
-            f"{format_metric('gb', r['measured_gb'])} | {r['mem_error_pct']:+.1f} % |" for r in rows]
-    return "\n".join([head, *body, "", *summary(rows), f"calibration: {rows[0]['calibration']}"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default="1b,3b,8b", help="comma list of: " + ", ".join(CASES))
+    parser.add_argument("action", choices=("measure", "table"))
+    parser.add_argument("--jsonl", type=Path, required=True, help="measured cases, one JSON line each")
+    parser.add_argument("--cases", default="train,infer", help="comma list of: " + ", ".join(CASES))
+    parser.add_argument("--calibration", help="profile to predict with (default: the hardware's, as a run finds it)")
     parser.add_argument("--out", type=Path, help="markdown table (for docs/results/)")
     parser.add_argument("overrides", nargs="*", help="added to every case, e.g. hardware=h200")
-    args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        uri = f"sqlite:///{tmp}/mlflow.db"
-        for name in args.cases.split(","):
-            for i, case in enumerate(CASES[name]):
-                overrides = [*case, *args.overrides]
-                measured = measure(overrides, Path(tmp) / f"{name}_{i}", uri)
-                if measured is None:
-                    print(f"  failed: {' '.join(overrides)} (left out of the table)", flush=True)
-                    continue
-                rows.append(row(overrides, measured))
-                r = rows[-1]
-                print(f"  step {r['step_error_pct']:+.1f} %, peak memory {r['mem_error_pct']:+.1f} %", flush=True)
-    text = markdown(rows)
+    args = parser.parse_intermixed_args()
+    if args.action == "measure":
+        measure_all(args.cases.split(","), args.overrides, args.jsonl)
+        return
+    records = [json.loads(line) for line in args.jsonl.read_text().splitlines() if line.strip()]
+    rows = [row(r["kind"], r["overrides"], r["metrics"], args.calibration) for r in records if r["metrics"]]
+    failed = [label(r["overrides"]) for r in records if not r["metrics"]]
+    text = markdown(rows) + "".join(f"\nfailed (left out): {f}" for f in failed)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")

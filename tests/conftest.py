@@ -7,11 +7,14 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The user's own calibration profiles (parbench calibrate) never reach the tests' predictions.
+os.environ["PARBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="parbench-test-cache-")
 
 
 class Cli:

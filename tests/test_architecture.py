@@ -10,7 +10,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "parbench"
 FLOORS = (
-    ("__init__", "registry", "paths", "dtypes", "fmt"),  # core: what every layer may use
+    ("__init__", "bytecode", "registry", "paths", "dtypes", "fmt"),  # core: what every layer may use
     ("config",),
     ("distenv",),  # this rank's identity, shared by metrics, parallel and workloads
     ("models",),

@@ -1,8 +1,14 @@
-"""`parbench calibrate [--out FILE] [overrides]`: run the microbenchmarks (matmul, memory bandwidth,
-collectives), two short profiled training runs (dp, fsdp) and a one-rank tiny model at two depths
-(host dispatch) on this machine, fit the performance
-model's figures to them, save the versioned profile (conf/calibrations/<hardware>.yaml) and log it to
-MLflow. docs/plan.md describes the fits."""
+"""`parbench calibrate [--out FILE | --ship] [--fresh] [overrides]`: on this machine's devices (resolved
+as a run resolves them), run the microbenchmarks (matmul, memory bandwidth; collectives and two
+profiled training runs for the overlap where there is more than one device), a model's training
+step eager and compiled under each checkpointing mode and at a 4x longer sequence, and a one-rank
+tiny model at two depths (host dispatch); fit the performance model's figures to them
+(predict/learn.py), save the profile and log it to MLflow. docs/plan.md describes the fits.
+
+Each finished run's metrics are kept in <work>/measured.json as it ends, so a failure or Ctrl-C
+loses nothing and the same command continues with the next run. The profile goes to the user's
+profile directory (~/.cache/parbench/calibrations/<hardware>.yaml, which runs read before the
+shipped one); `--ship` writes the shipped conf/calibrations/<hardware>.yaml instead."""
 
 from __future__ import annotations
 
@@ -15,144 +21,160 @@ from dataclasses import replace
 from pathlib import Path
 
 from parbench.config import ConfigError
+from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
 from parbench.fmt import format_metric
 from parbench.prepare import validate
-from parbench.paths import RESULTS_FILE
+from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.predict import predict
-from parbench.metrics.fits import fit_alpha_beta, fit_line
-from parbench.predict.calibration import CALIBRATION_DIR, Calibration, LinkFit, calibration_for, save_calibration
+from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
+from parbench.predict.layout import Layout
+from parbench.predict.learn import InferenceRun, Run, learn, learn_inference, per_step_and_layer
+from parbench.predict.microbench_fits import fit_links, fit_matmul, matmul_points
+from parbench.predict.step import predict_step
 
-BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-              "reduce_scatter": lambda n: (n - 1) / n}
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024]]", "membw_end": "64M",
-             "collectives_end": "4M", "model": "tiny", "seq": "64"}
+             "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
+             "infer": ["workload.input_len=32", "workload.output_len=8"]}
 HOST_LAYERS = (2, 4)
-GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336]]",
-             "membw_end": "1G", "collectives_end": "256M", "model": "llama3_2_1b", "seq": "2048"}
+HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
+HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=30", "profile.enabled=false", "parallel=dp"]
+FIT_ROUNDS = 6
+# The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
+GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
+                       "[8192,2048,8192],[8192,8192,2048]]",
+             "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
+             "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 8), "infer": ["workload.input_len=128", "workload.output_len=32"]}
+MEASURED_FILE = "measured.json"
+
+
+def train_runs(s: dict) -> dict[str, list[str]]:
+    """The model's step eager and compiled under each checkpointing mode, and at a 4x longer sequence."""
+    base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
+            "parallel=dp"]
+    short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
+    runs = {"eager_long": [*base, f"workload.seq_len={4 * s['seq']}", f"workload.batch_size={s['batch'] // 4}"]}
+    for mode in ("eager", "compiled"):
+        for ac in (("none", "selective", "full") if mode == "eager" else ("none", "full")):
+            runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
+                                    f"workload.activation_checkpointing={ac}"]
+    return runs
 
 
 def benchmarks(cfg: Config) -> dict[str, list[str]]:
-    """The runs, by name: their overrides on top of the user's."""
+    """The runs, by name: their overrides on top of the user's. One device has no link and no
+    overlap to measure: those runs are left out and their figures kept."""
     s = CPU_SIZES if cfg.hardware.device_type == "cpu" else GPU_SIZES
-    train = ["workload=train", f"model={s['model']}", f"workload.seq_len={s['seq']}", "workload.batch_size=2",
-             "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
+    many = cfg.hardware.nodes * cfg.hardware.gpus_per_node > 1
+    profiled = ["workload=train", *s["model"], *s["depth"], f"workload.seq_len={s['seq']}", "workload.batch_size=2",
+                "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
     return {
         "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
-        "collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
-                        f"workload.end={s['collectives_end']}", "workload.factor=4"],
-        "train_dp": [*train, "parallel=dp"],
-        "train_fsdp": [*train, "parallel=fsdp"],
+        **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
+                            f"workload.end={s['collectives_end']}", "workload.factor=4"],
+            "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),
+        **train_runs(s),
+        # The native engine at two depths: the host's share of prefill and of each decode step.
+        **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
+                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false"]
+           for layers in s["infer_layers"]},
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
-        **{f"host_{layers}_layers": ["workload=train", "model=tiny", f"model.layers={layers}", "workload.seq_len=64",
-                                     "workload.batch_size=2", "workload.steps=30", "profile.enabled=false",
-                                     "parallel=dp"] for layers in HOST_LAYERS},
+        **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]
+           for name, layers in zip(HOST_RUNS, HOST_LAYERS)},
+        # and the deeper one compiled: a compiled block's dispatch per layer
+        "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
+                          "workload.compile=true"],
     }
 
 
+class RunFailed(Exception):
+    pass
+
+
+def run_one(name: str, cmd: list[str], job_dir: Path) -> dict:
+    """One benchmark through the real CLI; its metrics."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise RunFailed(f"calibration run {name} failed (exit {proc.returncode}); its job dir: {job_dir}\n{tail}")
+    return json.loads((job_dir / RESULTS_FILE).read_text())["metrics"]
+
+
 def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dict[str, dict]:
-    """Each benchmark through the real CLI, one after the other; name -> its metrics."""
+    """Each benchmark one after the other; name -> its metrics. What <work>/measured.json holds
+    from an earlier call with the same command is kept, each new result is added as it ends."""
+    work.mkdir(parents=True, exist_ok=True)
+    ledger = work / MEASURED_FILE
+    measured = json.loads(ledger.read_text()) if ledger.exists() else {}
     results = {}
     for i, (name, extra) in enumerate(runs.items(), 1):
+        # resume=false: a calibration measures now, even where the store has the same config FINISHED
+        args = [*overrides, *extra, "resume=false", f"hydra.run.dir={work / name}"]
+        if measured.get(name, {}).get("args") == args:
+            print(f"[calibrate] {i}/{len(runs)} {name}: measured before, kept ({work / name})", flush=True)
+            results[name] = measured[name]["metrics"]
+            continue
         print(f"[calibrate] {i}/{len(runs)} {name}: python -m parbench {' '.join(extra)}", flush=True)
         start = time.monotonic()
-        # resume=false: a calibration measures now, even where the store has the same config FINISHED
-        cmd = [sys.executable, "-m", "parbench", *overrides, *extra, "resume=false", f"hydra.run.dir={work / name}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            raise RuntimeError(f"calibration run {name} failed ({proc.returncode}); its log: {work / name}\n"
-                               f"{proc.stderr[-2000:]}")
-        results[name] = json.loads((work / name / RESULTS_FILE).read_text())["metrics"]
+        results[name] = run_one(name, [sys.executable, "-m", "parbench", *args], work / name)
+        measured[name] = {"args": args, "metrics": results[name]}
+        write_json_atomic(ledger, measured)
         print(f"[calibrate]   done in {format_metric('duration_s', time.monotonic() - start)}", flush=True)
     return results
 
 
-def fit_link(points: list[tuple[float, float]]) -> LinkFit:
-    """(bus bytes = size x bus factor, seconds) of the collectives microbenchmark -> latency and bus
-    bandwidth of the alpha-beta model (metrics.fits: least squares on relative error)."""
-    fit = fit_alpha_beta([b for b, _ in points], [t for _, t in points])
-    return LinkFit(latency_s=max(fit.alpha_s, 0.0), busbw_gbps=fit.bandwidth_gbps)
-
-
-def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate) of
-    rate(F) = R F / (F + H): 1/rate is linear in 1/F with intercept 1/R and slope H/R."""
-    line = fit_line([1 / f for f, _ in points], [1 / r for _, r in points])
-    if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
-        return max(r for _, r in points), 0.0
-    return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
-
-
-def matmul_points(metrics: dict) -> list[tuple[float, float]]:
-    points = []
-    for key, tflops in metrics.items():
-        if key.startswith("matmul_tflops/"):
-            m, k, n = (int(v) for v in key.split("/")[1].split("x"))
-            points.append((2.0 * m * k * n, tflops))
-    return points
-
-
-def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:
-    """(bus bytes, seconds) of every timed collective size."""
-    points = []
-    for key, us in metrics.items():
-        parts = key.split("/")
-        if parts[0] == "time_us" and len(parts) == 3 and parts[1] in BUS_FACTOR:
-            points.append((int(parts[2]) * BUS_FACTOR[parts[1]](ranks), us * 1e-6))
-    return points
-
-
-def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> Calibration:
-    """The fitted figures over the base; a single-node run measures the intra-node link (and stands
-    in for the inter-node one where nothing else gives it), a multi-node run the inter-node one."""
-    hw = cfg.hardware
+def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> tuple[Calibration, list[str]]:
+    """The fitted figures over the base, and notes on what was kept rather than measured. Host
+    dispatch and the step's terms depend on each other on a CPU (dispatch adds to the step there):
+    a few rounds settle them."""
     tflops, half = fit_matmul(matmul_points(results["matmul"]))
-    link = fit_link(link_points(results["collectives"], hw.nodes * hw.gpus_per_node))
-    links = {"inter_node": link} if hw.nodes > 1 else {"intra_node": link}
-    if not base.inter_node.busbw_gbps:
-        links.setdefault("inter_node", link)
-    overlap = {**base.overlap, "dp": results["train_dp"].get("overlap_pct", 0.0) / 100,
-               "fsdp": results["train_fsdp"].get("overlap_pct", 0.0) / 100}
-    overlap["zero"] = overlap["fsdp"]
+    notes = [] if "collectives" in results else [
+        f"one device: no link or overlap to measure, kept those of the {base.label(cfg.hardware.name)}"]
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
-                  membw_gbps=results["membw"]["membw_gbps"], overlap=overlap, memory_overhead_gb=0.0,
-                  host_s_per_step=0.0, host_s_per_layer=0.0, **links)
-    per_step, per_layer = fit_host(overrides, results, cal)
-    return replace(cal, memory_overhead_gb=memory_overhead(overrides, results["train_dp"], cal),
-                   host_s_per_step=per_step, host_s_per_layer=per_layer)
+                  membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
+    runs = measured_runs(overrides, results)
+    hosts = {n: benchmark_layout(overrides, n) for n in (*HOST_RUNS, "host_compiled") if n in results}
+    for _ in range(FIT_ROUNDS):
+        cal, learned = learn(replace(cal, **fit_host(hosts, results, cal)), runs)
+    cal = learn_inference(cal, [InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
+                                for n, m in results.items() if n.startswith("infer_")])
+    notes += learned
+    return replace(cal, notes="; ".join(notes) or None), notes
 
 
-def benchmark_config(overrides: list[str], name: str) -> Config:
-    """The resolved config of one calibration run."""
-    return compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))[name]])
+def benchmark_layout(overrides: list[str], name: str) -> Layout:
+    """The layout of one calibration run, as the model sees it."""
+    cfg = compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))[name]])
+    return Layout.of(cfg, validate(cfg, None))
 
 
-def fit_host(overrides: list[str], results: dict[str, dict], cal: Calibration) -> tuple[float, float]:
-    """(seconds per step, per layer) of host dispatch from the tiny model at two depths: on a CPU,
-    what a step takes beyond the device model's time; on a GPU, all of it (the tiny model's kernels
-    finish long before the host dispatches the next)."""
-    host = {}
-    for layers in HOST_LAYERS:
-        name = f"host_{layers}_layers"
-        train = benchmark_config(overrides, name)
-        measured = results[name]["step_time_s"]
-        device = predict(train, validate(train, None), cal).step_time_s if train.hardware.device_type == "cpu" else 0.0
-        host[layers] = measured - device
-    shallow, deep = HOST_LAYERS
-    per_layer = max(0.0, (host[deep] - host[shallow]) / (deep - shallow))
-    return max(0.0, host[shallow] - shallow * per_layer), per_layer
+def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
+    """The training runs the model's terms are fitted to (predict/learn.py)."""
+    return {name: Run(benchmark_layout(overrides, name), m["step_time_s"], m["mem_peak_allocated_gb"])
+            for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 
-def memory_overhead(overrides: list[str], measured: dict, cal: Calibration) -> float:
-    """What the dp run's peak holds beyond the tensors the model predicts (allocator slack, the
-    runtime; on CPU the process's resident libraries)."""
-    train = benchmark_config(overrides, "train_dp")
-    predicted = predict(train, validate(train, None), cal).memory.total_gb
-    return max(0.0, measured["mem_peak_allocated_gb"] - predicted)
+def host_seconds_measured(layout: Layout, measured: float, cal: Calibration) -> float:
+    """A tiny model's step is all dispatch on a GPU (its kernels finish long before the host
+    dispatches the next); on a CPU, what it takes beyond the device model's time."""
+    if layout.cfg.hardware.device_type != "cpu":
+        return measured
+    bare = replace(cal, host_s_per_step=0.0, host_s_per_layer=0.0, host_s_per_layer_compiled=0.0)
+    return measured - predict_step(layout, bare).step_time_s
+
+
+def fit_host(layouts: dict[str, Layout], results: dict[str, dict], cal: Calibration) -> dict[str, float]:
+    """Host dispatch per step and per layer from the tiny model at two depths, and per compiled layer
+    from the deeper one compiled."""
+    host = {n: host_seconds_measured(layouts[n], results[n]["step_time_s"], cal) for n in layouts}
+    line = per_step_and_layer([(layers, host[name]) for layers, name in zip(HOST_LAYERS, HOST_RUNS)])
+    per_step, per_layer = line.get("per_step", 0.0), line.get("per_layer", 0.0)
+    deep = HOST_LAYERS[-1]
+    compiled = max(0.0, (host["host_compiled"] - per_step) / deep) if "host_compiled" in host else 0.0
+    return {"host_s_per_step": per_step, "host_s_per_layer": per_layer, "host_s_per_layer_compiled": compiled}
 
 
 def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
@@ -179,29 +201,85 @@ def base_calibration(cfg: Config) -> Calibration:
         return Calibration(hardware=cfg.hardware.name)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="parbench calibrate", description=__doc__)
-    parser.add_argument("--out", type=Path, help="profile file (default conf/calibrations/<hardware>.yaml)")
-    parser.add_argument("--work", type=Path, default=Path("outputs/calibrate"), help="job dirs of the runs")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides: hardware=..., tracking.uri=...")
-    args = parser.parse_args(argv)
+def local_config(overrides: list[str]) -> tuple[Config, list[str]]:
+    """The config as a run on this machine resolves it (hardware=auto, gpus_per_node=-1 from the
+    local GPUs), and the overrides with the resolved hardware pinned, so that every run and every
+    later compose of a run's config agree on it."""
+    cfg = compose_config([*overrides, "workload=train"], detect_gpus())
+    hw = cfg.hardware
+    pinned = [o for o in overrides if not o.startswith(("hardware=", "hardware.gpus_per_node="))]
+    chosen = [o for o in overrides if o.startswith("hardware=") and o != "hardware=auto"]
+    name = chosen[-1] if chosen else f"hardware={hw.name}"
+    return cfg, [name, *pinned, f"hardware.gpus_per_node={hw.gpus_per_node}"]
+
+
+def profile_path(args: argparse.Namespace, hardware: str) -> Path:
+    """--out, else the shipped profile with --ship, else the user's profile directory."""
+    if args.out:
+        return args.out
+    return (CALIBRATION_DIR if args.ship else user_calibration_dir()) / f"{hardware}.yaml"
+
+
+def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
+    link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
+    return "\n".join([
+        f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
+        f"GFLOP), attention {format_metric('tflops', cal.attention_tflops)}, memory "
+        f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
+        f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
+        f"{100 * cal.overlap['fsdp']:.1f} %",
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}",
+        f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
+        f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
+        f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
+        f" per step + {format_metric('host_s', cal.host_s_per_layer)} per layer",
+        *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    cfg, overrides = local_config(args.overrides)
+    work = args.work or Path("outputs/calibrate") / f"{cfg.hardware.name}_{cfg.hardware.nodes}x{cfg.hardware.gpus_per_node}"
+    if args.fresh and (work / MEASURED_FILE).exists():
+        (work / MEASURED_FILE).unlink()
+    runs = benchmarks(cfg)
     try:
-        cfg = compose_config([*args.overrides, "workload=train"])
+        results = run_all(overrides, runs, work)
+    except KeyboardInterrupt:
+        done = len(json.loads((work / MEASURED_FILE).read_text())) if (work / MEASURED_FILE).exists() else 0
+        print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "
+              f"the next (kept in {work / MEASURED_FILE})", file=sys.stderr)
+        return 130
+    cal, notes = fit(cfg, overrides, results, base_calibration(cfg))
+    path = save_calibration(cal, profile_path(args, cfg.hardware.name))
+    print(summary(cfg, cal, notes, path), flush=True)
+    try:
+        log_to_mlflow(cfg, cal, path)
+    except Exception as e:  # noqa: BLE001 - the profile is saved; a tracking outage must not hide that
+        print(f"[calibrate] not logged to MLflow ({cfg.tracking.uri}): {type(e).__name__}: {e}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="parbench calibrate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="profile file (default: the user's profile directory)")
+    where.add_argument("--ship", action="store_true", help="write the shipped conf/calibrations/<hardware>.yaml")
+    parser.add_argument("--work", type=Path, help="job dirs of the runs and measured.json "
+                                                  "(default outputs/calibrate/<hardware>_<nodes>x<gpus>)")
+    parser.add_argument("--fresh", action="store_true", help="measure every run again")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides: hardware=..., tracking.uri=...")
+    args = parser.parse_intermixed_args(argv)
+    try:
+        return calibrate(args)
     except ConfigError as e:
         print(f"parbench calibrate: {e}", file=sys.stderr)
         return 2
-    work = args.work / time.strftime("%Y-%m-%d_%H-%M-%S")
-    results = run_all(args.overrides, benchmarks(cfg), work)
-    cal = fit(cfg, args.overrides, results, base_calibration(cfg))
-    path = save_calibration(cal, args.out or CALIBRATION_DIR / f"{cfg.hardware.name}.yaml")
-    log_to_mlflow(cfg, cal, path)
-    link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
-    print(f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-          f"GFLOP), memory {format_metric('membw_gbps', cal.membw_gbps)}, "
-          f"link {format_metric('busbw_gbps', link.busbw_gbps)}"
-          f" + {format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
-          f"{100 * cal.overlap['fsdp']:.1f} %, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "
-          f"host {format_metric('host_s', cal.host_s_per_step)} per step + "
-          f"{format_metric('host_s', cal.host_s_per_layer)} per layer\n"
-          f"[calibrate] saved {path}", flush=True)
-    return 0
+    except RunFailed as e:
+        print(f"parbench calibrate: {e}\nthe runs before it are kept: the same command continues from it",
+              file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a fit on odd measurements: say what and where, no traceback
+        print(f"parbench calibrate: {type(e).__name__}: {e} (the measured runs are kept under --work; "
+              "the same command refits them)", file=sys.stderr)
+        return 1

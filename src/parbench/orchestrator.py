@@ -6,6 +6,7 @@ so a config that cannot work is refused in about a second."""
 from __future__ import annotations
 
 import sys
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,10 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         return {}
     if job.run is not None:
         job.run.attach(node.tags(), [])  # SLURM job id and rendezvous: how the sweep finds this run
+    # Beside torchrun's start, not before it: collecting imports torch (seconds where the bytecode is not kept).
+    topology = threading.Thread(target=record_topology, args=(job.run, ctx.job_dir), daemon=True)
     if job.run is not None and cfg.hardware.device_type == "cuda":
-        record_topology(job.run, ctx.job_dir)
+        topology.start()
     print(f"[parbench] {ctx.name}: {plural(plan['world_size'], 'rank')} on {cfg.hardware.name} "
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
@@ -104,10 +107,12 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg),
                                ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
                                cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
+    if topology.is_alive():
+        topology.join()
     if not node.is_main:
         return {}
     metrics = job.finish(outcome, plan.get("prediction"))
-    report(cfg, ctx, job.run, outcome, metrics)
+    report(cfg, ctx, job.run, outcome, metrics, plan.get("prediction"))
     if INTERRUPTS.signal:
         stop_sweep(ctx.sweep_dir)
     if not outcome.ok and not ctx.multirun:
@@ -116,21 +121,32 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
 
 
 def record_topology(run, job_dir: Path) -> None:
-    """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, before launch,
-    so a run that crashes still has them."""
+    """GPU names, links and driver/CUDA/NCCL versions as tags and topology.json, while the job
+    starts, so a run that crashes still has them."""
     from parbench.workloads.microbench.topology import collect_topology, topology_tags, write_topology
 
     found = collect_topology()
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict) -> None:
+def prediction_source(cfg: Config, prediction: dict | None) -> str:
+    """Under the table: where the predicted_* figures come from; spec figures say how to measure them."""
+    if not prediction:
+        return ""
+    source = prediction["calibration"]
+    advice = f" (uncalibrated: `parbench calibrate hardware={cfg.hardware.name}` measures them)" \
+        if source.startswith("spec") else ""
+    return f"\n  predicted_* from {source}{advice}"
+
+
+def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict,
+           prediction: dict | None = None) -> None:
     from parbench.report.summary import metrics_table
 
     status = outcome.status if outcome.ok else f"{outcome.status}: {outcome.reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
     table = metrics_table(metrics, keys)
-    print(f"\n== {ctx.name}: {status}" + (f"\n{table}" if table else ""))
+    print(f"\n== {ctx.name}: {status}" + (f"\n{table}{prediction_source(cfg, prediction)}" if table else ""))
     where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
     log_hint = "" if outcome.ok else " (worker.log there: the ranks' whole output, tracebacks included)"
     print(f"Job dir: {ctx.job_dir}{log_hint}\n{where}\n", flush=True)

@@ -15,6 +15,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from parbench.config import ConfigError, resolve
+from parbench.config.hardware import GpuInfo
 from parbench.config.host import device_capacity
 from parbench.config.schema import Config, HardwareConfig
 from parbench.config.store import register_schema
@@ -43,11 +44,13 @@ class Outcome:
     invalid: Counter  # reason -> layouts refused by the checks
 
 
-def compose_config(overrides: list[str]) -> Config:
+def compose_config(overrides: list[str], gpus: list[GpuInfo] | None = None) -> Config:
+    """The resolved config of these overrides; `gpus`: the local GPUs a run here would use (none:
+    planning for a machine given by the overrides)."""
     register_schema()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         node = compose("config", overrides=overrides)
-    return resolve.resolve(typed_config(node), [])
+    return resolve.resolve(typed_config(node), gpus or [])
 
 
 def search(cfg: Config, cal: Calibration) -> Outcome:

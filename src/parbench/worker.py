@@ -14,6 +14,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from parbench.config.resolve import RESOLVED_FILE
 from parbench.launch.hang import STACK_FILE, STACK_SIGNAL
 from parbench.parallel.mesh import init_distributed, single_process_env
+from parbench.workloads.compile_cache import use_compile_cache
 from parbench.workloads.registry import WORKLOADS, VerificationError, job_layout, load_config, run_workload
 from parbench.workloads.reporting import StepReporter, device_tags, progress, write_results
 
@@ -21,6 +22,7 @@ from parbench.workloads.reporting import StepReporter, device_tags, progress, wr
 @record  # torchrun then reports the first failing rank's exception as the root cause
 def main(job_dir: Path) -> None:
     cfg = load_config(job_dir / RESOLVED_FILE)
+    use_compile_cache(cfg)  # before anything compiles
     faulthandler.enable()  # a rank killed by a signal (SIGSEGV, SIGABRT) prints where it was
     dump_stack_on_signal(job_dir, int(os.environ["RANK"]))
     spec = WORKLOADS.get(cfg.workload.name)

@@ -16,7 +16,7 @@ from parbench.prepare import prediction_plan, validate
 from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
-from parbench.calibrate import fit_link, fit_matmul
+from parbench.predict.microbench_fits import fit_link, fit_matmul
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
@@ -95,16 +95,18 @@ def test_host_dispatch_fit_recovers_its_parameters_and_adds_on_cpu_hides_on_gpu(
     figures; a GPU's host time counts only where it exceeds the device's work."""
     from dataclasses import replace
 
-    from parbench.calibrate import HOST_LAYERS, benchmark_config, fit_host
+    from parbench.calibrate import HOST_LAYERS, benchmark_layout, fit_host
     from parbench.predict.calibration import load_calibration
+    from parbench.predict.step import predict_step
 
     cal = replace(load_calibration("cpu"), host_s_per_step=0.0, host_s_per_layer=0.0)
-    results = {}
+    results, layouts = {}, {}
     for layers in HOST_LAYERS:
-        train = benchmark_config(["hardware=cpu"], f"host_{layers}_layers")
-        results[f"host_{layers}_layers"] = {"step_time_s": predict(train, validate(train, None), cal).step_time_s
+        layouts[f"host_{layers}_layers"] = layout = benchmark_layout(["hardware=cpu"], f"host_{layers}_layers")
+        results[f"host_{layers}_layers"] = {"step_time_s": predict_step(layout, cal).step_time_s
                                             + 3e-3 + 0.5e-3 * layers}
-    assert fit_host(["hardware=cpu"], results, cal) == pytest.approx((3e-3, 0.5e-3))
+    fitted = fit_host(layouts, results, cal)
+    assert (fitted["host_s_per_step"], fitted["host_s_per_layer"]) == pytest.approx((3e-3, 0.5e-3))
     timed = replace(cal, host_s_per_step=3e-3, host_s_per_layer=0.5e-3)
     cpu = compose("hardware=cpu", "parallel=pp", "parallel.pp=2", "parallel.pp_microbatches=2")  # 1 layer per stage
     assert predict(cpu, validate(cpu, None), timed).host_s == pytest.approx(3e-3 + 0.5e-3 * 1 * 2)

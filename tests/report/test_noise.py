@@ -138,7 +138,7 @@ def test_a_line_needs_three_input_lengths_and_says_when_it_is_noise():
     line = fit_line([64, 128, 256], [0.030, 0.028, 0.031])
     assert line.slope_low < 0 < line.slope_high and trend(line.slope_low, line.slope_high) == "none beyond noise"
     steep = fit_line([64, 128, 256, 512], [0.010, 0.020, 0.041, 0.079])
-    assert trend(steep.slope_low, steep.slope_high) == "grows with input"
+    assert trend(steep.slope_low, steep.slope_high) == "grows"
     assert np.isnan(fit_line([64, 128], [0.03, 0.02]).slope_low)  # two points: no interval
 
 

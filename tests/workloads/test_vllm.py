@@ -48,6 +48,8 @@ def test_vllm_decodes_the_native_engines_tokens_and_profiles_like_it(cli):
     assert len(vllm) == 4 and all(len(row) == 16 for row in vllm)
     assert vllm == native  # proves the HF conversion of parbench's Llama (GQA: 4 heads, 2 KV heads)
     run = children.loc["vllm"]
+    # CPU's defaults, as vLLM itself set the engine up: eager, and (tiny model) the seeded weights.
+    assert run["tags.vllm_enforce_eager"] == "True" and run["tags.vllm_weights"] == "seeded"
     assert set(LATENCY_METRICS + THROUGHPUT_METRICS) <= metric_names(run)
     only_native = metric_names(children.loc["native"]) - metric_names(run)
     # vLLM reports no per-token times, and the performance model predicts the native engine only.
@@ -72,9 +74,13 @@ def test_vllm_latency_sweep_logs_the_native_engines_metric_names(cli):
     engine's latency/throughput names, consistent figures, and the sweep's report tables and plots."""
     cli.run(*TINY, "hardware.gpus_per_node=1", "workload.engine=vllm", "workload.profile=false",
             "workload.repeats=2", "workload.input_len=16,96", "workload.batch_size=1,4", "workload.output_len=4,12",
-            multirun=True, timeout=1800)
+            "workload.vllm.weights=dummy", multirun=True, timeout=1800)
     runs = children_by(cli, "workload.input_len")
     assert len(runs) == 8 and (runs["status"] == "FINISHED").all(), runs.get("tags.failure_reason")
+    # Speed runs with vLLM's dummy weights: the job dir holds the model's config.json and no weights.
+    assert (runs["tags.vllm_load_format"] == "dummy").all() and (runs["tags.vllm_weights"] == "dummy").all()
+    assert [p.name for p in (cli.job_dir(0) / "hf_model").iterdir()] == ["config.json"]
+    assert (runs["metrics.kv_cache_blocks"] > 0).all() and (runs["metrics.kv_cache_block_tokens"] == 128).all()
     for name in LATENCY_METRICS + THROUGHPUT_METRICS:
         assert (runs[f"metrics.{name}"] > 0).all(), name
     batch = runs["params.workload.batch_size"].astype(int)
@@ -116,6 +122,25 @@ def test_vllm_pp2_compiled_decodes_like_one_stage(cli):
     assert math.isfinite(runs.loc["2", "metrics.overhead_pct_tpot_s_p50"])
 
 
+@pytest.mark.parametrize("hardware, override, eager", [
+    ("cpu", None, True), ("h100_sxm", None, False), ("h100_sxm", True, True), ("cpu", False, False)])
+def test_enforce_eager_defaults_per_device_type(hardware, override, eager):
+    """null: eager on CPU, vLLM's own default (compiled, CUDA graphs) on a GPU; true/false force it."""
+    from parbench.workloads.specs.vllm_engine import resolved_enforce_eager
+
+    extra = [] if override is None else [f"workload.vllm.enforce_eager={str(override).lower()}"]
+    cfg = compose(*TINY, "workload.engine=vllm", f"hardware={hardware}", "hardware.gpus_per_node=1", *extra)
+    assert resolved_enforce_eager(cfg) is eager
+
+
+def test_weights_auto_exports_small_models_and_gives_big_ones_dummy_weights():
+    from parbench.workloads.inference.vllm_engine.run import resolved_weights
+
+    assert resolved_weights(compose(*TINY, "workload.engine=vllm")) == "seeded"
+    assert resolved_weights(compose("workload=inference", "model=llama2_7b", "workload.engine=vllm")) == "dummy"
+    assert resolved_weights(compose(*TINY, "workload.engine=vllm", "workload.vllm.model=/x")) == "checkpoint"
+
+
 def test_cpu_head_dims_are_vllms():
     """The check's list of head sizes is the one vLLM's CPU attention backend declares."""
     from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
@@ -131,6 +156,8 @@ def test_cpu_head_dims_are_vllms():
     (["model.heads=6", "model.kv_heads=3", "model.head_dim=32", "parallel=tp"], "3 KV heads and parallel.tp=2"),
     (["workload.batch_size=64", "workload.vllm.kv_cache_gb=0.001"], "KV cache needs 0.008 GB per vLLM worker"),
     (["workload.vllm.model=nobody/no-such-model"], "neither a local directory nor in the Hugging Face cache"),
+    (["workload.vllm.weights=random"], "workload.vllm.weights='random': use one of auto, seeded, dummy"),
+    (["workload.vllm.weights=seeded", "workload.vllm.model=/x"], "set workload.vllm.weights=auto"),
 ])
 def test_vllm_configs_it_cannot_run_are_refused_before_launch(overrides, message):
     from parbench.config import ConfigError
@@ -170,3 +197,15 @@ def test_vllm_refusals_and_failures_through_the_cli(cli, tmp_path):
             check=False, timeout=600)
     run = cli.runs().iloc[-1]
     assert run["status"] == "FAILED" and "NoSuchModelForCausalLM" in run["tags.failure_reason"]
+
+
+@pytest.mark.parametrize("kernel, category", [
+    ("void flash::FlashAttnFwdSm90<cutlass::bfloat16_t>", "attention"), ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA", "matmul"),
+    ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "norm"), ("void vllm::act_and_mul_kernel<silu>", "activation"),
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16>", "attention"), ("triton_poi_fused_0", "fused"),
+    ("void at::native::reduce_kernel<512, 1, ReduceOp<ArgMaxOps<float>>>", "sampling"), ("ncclDevKernel_AllReduce", None)])
+def test_compiled_graph_kernels_get_a_category_from_their_name(kernel, category):
+    """vLLM's compiled graph on a GPU records kernels but no module ranges: their names tell the category."""
+    from parbench.workloads.inference.vllm_engine.profile import kernel_category
+
+    assert kernel_category(kernel) == category

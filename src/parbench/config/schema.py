@@ -188,8 +188,8 @@ class Config:
     stats: StatsConfig = field(default_factory=StatsConfig)
     seed: int = 0
     dry_run: bool = False
-    # The performance model's calibration profile (docs/plan.md): a file or a name under
-    # conf/calibrations/; null: conf/calibrations/<hardware.name>.yaml if there is one, else spec figures.
+    # The performance model's calibration profile (docs/plan.md): a file or a name (the user's profile
+    # directory, then conf/calibrations/); null: <hardware.name>.yaml from those if there is one, else spec figures.
     calibration: Optional[str] = None
     # Skip a point that already has a FINISHED run with the same config hash in the experiment
     # (docs/reliability.md); false reruns it.
@@ -200,3 +200,6 @@ class Config:
     # Modules imported before the config is checked, in the orchestrator and on every rank: they
     # register strategies, workloads or model families of your own (docs/contributing.md).
     plugins: List[str] = field(default_factory=list)
+    # torch.compile's on-disk caches, one folder per compiled step (workloads/compile_cache.py): a point
+    # whose step was compiled before loads it; null: torch's default (/tmp/torchinductor_<user>).
+    compile_cache: Optional[str] = "outputs/compile_cache"

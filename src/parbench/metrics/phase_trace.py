@@ -5,8 +5,9 @@ An engine marks each of its steps with a range (vLLM: `execute_context_4(256)_ge
 and a profiler run `with_stack=True` records every module call as a `nn.Module: <Class>_<i>`
 range. A step's window runs from its range's start to the next step's start, so the sampling
 that follows a forward pass belongs to its step. Each op's self time (kernel time on GPU) goes
-to the category of the innermost categorised module around it (around its launching op on GPU)
-and to the decoder layer around it; communication ops count as their collective, as in
+to the category of the innermost categorised module around it (around its launching op on GPU;
+a kernel outside any, as in a compiled model's graph, to the category its name tells) and to the
+decoder layer around it; communication ops count as their collective, as in
 metrics/op_types.py. The engine that wrote the trace supplies its names (TraceLabels; vLLM's:
 workloads/inference/vllm_engine/profile.py).
 """
@@ -33,6 +34,9 @@ class TraceLabels:
     phase_of_step: Callable[[str], str | None]  # a step range's name -> its phase; None: not a step range
     category_of: Callable[[str], str | None]  # a module class -> its op category (attention, mlp, ...), or None
     layer_class_ending: str  # how the decoder block's class name ends: its index is the layer (`layers.<i>`)
+    # A GPU kernel's name -> its category, for kernels outside any categorised module: a compiled model
+    # (torch.compile, CUDA graphs) records no module ranges inside its graph, only its kernels.
+    kernel_category: Callable[[str], str | None] = lambda name: None
 
 
 @dataclass
@@ -95,9 +99,9 @@ def analyze_phases(raw: dict, labels: TraceLabels) -> PhaseAnalysis:
     windows = step_windows(events, labels)
     starts = [w[0] for w in windows]
     modules = ModuleIndex(events, labels)
-    if not modules.found:
-        raise ValueError("the trace has no module ranges (`nn.Module: ...`): record it with with_stack=True")
     gpu = is_gpu_trace(events)
+    if not modules.found and not gpu:
+        raise ValueError("the trace has no module ranges (`nn.Module: ...`): record it with with_stack=True")
     ctx = Context(events) if gpu else None
     groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for event, dur in timed_ops(events, gpu):
@@ -106,6 +110,8 @@ def analyze_phases(raw: dict, labels: TraceLabels) -> PhaseAnalysis:
         if i < 0 or t >= windows[i][1]:
             continue  # outside the engine's steps (start-up, the profiler's own calls)
         category = comm_category(event.name) or modules.category(t)
+        if category == OTHER and gpu:
+            category = labels.kernel_category(event.name) or OTHER
         groups[(windows[i][2], modules.layer(t), category, event.name)].append(dur)
     return summarise(groups, windows)
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models.build import init_dense
+from parbench.models.build import embedding, init_dense
 from parbench.models.llama import INIT_STD, Attention
 
 
@@ -40,8 +40,8 @@ class GPT2(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.hidden)
-        self.pos_embeddings = nn.Embedding(cfg.max_seq_len, cfg.hidden)
+        self.tok_embeddings = embedding(cfg.vocab, cfg.hidden)
+        self.pos_embeddings = embedding(cfg.max_seq_len, cfg.hidden)
         self.layers = nn.ModuleDict({str(i): GPT2Block(cfg) for i in range(cfg.layers)})
         self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.norm_eps)
         self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)

@@ -38,7 +38,8 @@ class LayerKVCache:
             return cached_causal_attention(q, *self.update(k, v))
         self.k.index_copy_(2, self.position, k)
         self.v.index_copy_(2, self.position, v)
-        visible = (torch.arange(self.max_len, device=q.device) <= self.position)[None]  # [1 query, keys]
+        # The buffer's length, not max_len: a compiled step keeps it a dynamic size (one step for every length).
+        visible = (torch.arange(self.k.shape[2], device=q.device) <= self.position)[None]  # [1 query, keys]
         return one_token_attention(q, self.k, self.v, visible)
 
     def allocate(self, batch: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device) -> None:
@@ -52,9 +53,10 @@ class LayerKVCache:
     def update(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append k/v [batch, kv_heads, new, head_dim]; return every cached position so far."""
         end = self.length + k.shape[2]
-        check_room(end, self.max_len)
         if self.k is None:
+            check_room(end, self.max_len)
             self.allocate(k.shape[0], k.shape[1], k.shape[3], k.dtype, k.device)
+        check_room(end, self.k.shape[2])  # the buffer's length: a compiled prefill keeps it dynamic
         self.k[:, :, self.length:end] = k
         self.v[:, :, self.length:end] = v
         self.length = end

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
-from parbench.models.build import init_dense
+from parbench.models.build import embedding, init_dense
 from parbench.models.kv_cache import KVCache, LayerKVCache
 from parbench.models.moe import MoE
 
@@ -32,6 +32,16 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).type_as(x)
 
 
+class RMSNorm(nn.RMSNorm):
+    """nn.RMSNorm in its input's dtype. Under autocast the weight stays fp32 while q and k (Qwen3's
+    qk_norm) come out of a bf16 matmul: torch's fused kernel needs one dtype ("Mismatch dtype between
+    input and weight ... Cannot dispatch to fused implementation") and falls back to several slower
+    kernels. On the fp32 residual stream, or with bf16 parameters (FSDP's param_dtype), the cast is a no-op."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight.to(x.dtype), self.eps)
+
+
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, native_gqa: bool = True) -> torch.Tensor:
     """SDPA over [batch, heads, seq, head_dim]; k/v may carry fewer (grouped) heads, which SDPA
     takes as they are (enable_gqa: 7% faster than repeating them on an H100) or, for kernels
@@ -50,8 +60,8 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=bias)
         self.wv = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=bias)
         self.wo = nn.Linear(cfg.heads * self.head_dim, cfg.hidden, bias=bias)
-        self.q_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
-        self.k_norm = nn.RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.q_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         # Swappable core (context parallel replaces it with a ring / all-gather form).
         self.attention_fn = causal_attention
         self.wqkv: nn.Linear | None = None  # q, k and v in one matmul once fuse_projections() ran
@@ -136,9 +146,9 @@ def fuse_projections(model: nn.Module) -> nn.Module:
 class TransformerBlock(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.attention_norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.attention_norm = RMSNorm(cfg.hidden, eps=cfg.norm_eps)
         self.attention = Attention(cfg)
-        self.ffn_norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.ffn_norm = RMSNorm(cfg.hidden, eps=cfg.norm_eps)
         self.feed_forward = MoE(cfg) if cfg.experts else FeedForward(cfg.hidden, cfg.ffn)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
@@ -162,10 +172,10 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
-        self.tok_embeddings = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.tok_embeddings = embedding(cfg.vocab, cfg.hidden)
         # A dict keyed by layer index keeps parameter names stable when a pipeline stage drops layers.
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.layers)})
-        self.norm = nn.RMSNorm(cfg.hidden, eps=cfg.norm_eps)
+        self.norm = RMSNorm(cfg.hidden, eps=cfg.norm_eps)
         self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
         if cfg.tie_embeddings:
             self.output.weight = self.tok_embeddings.weight

@@ -1,11 +1,14 @@
-"""What the model knows about a machine: achieved matmul and memory rates, a latency-bandwidth fit
-per link scope, and how much of each strategy's communication hides behind compute. A calibration
-profile (`parbench calibrate`, conf/calibrations/<hardware>.yaml, versioned) holds measured figures;
-without one the hardware config's spec figures stand in, scaled by the efficiencies below, and
-the prediction says so (docs/plan.md)."""
+"""What the model knows about a machine: achieved matmul, attention and memory rates, what eager and
+compiled steps add to the element-wise minimum, what checkpointing recomputes and keeps, a
+latency-bandwidth fit per link scope, and how much of each strategy's communication hides behind
+compute. A calibration profile (`parbench calibrate`, versioned) holds measured figures: the user's
+own under the profile directory (~/.cache/parbench/calibrations, PARBENCH_CACHE_DIR), the shipped
+ones in conf/calibrations; without one the hardware config's spec figures stand in, scaled by the
+efficiencies below, and the prediction says so (docs/plan.md)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Optional
@@ -18,7 +21,14 @@ from parbench.config.schema import HardwareConfig
 from parbench.paths import CONF_DIR
 
 VERSION = 1
-CALIBRATION_DIR = CONF_DIR / "calibrations"  # not a config group: `calibration=<file>` stays a plain value
+CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
+
+
+def user_calibration_dir() -> Path:
+    """Where `parbench calibrate` saves this machine's profiles (outside the source tree)."""
+    cache = os.environ.get("PARBENCH_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "parbench"
+    return Path(cache) / "calibrations"
+
 
 # Spec fallback. cuBLAS bf16 GEMMs at LLM shapes reach about 70% of the dense peak on H100/H200,
 # NCCL's bus bandwidth about 80% of the NVLink figure, and streaming kernels about 80% of HBM.
@@ -32,6 +42,24 @@ SPEC_MATMUL_HALF_GFLOP = 1.0
 # seq 4096; docs/results/2026-11-22_session3.md: dp 86.7%, fsdp 85.4%, tp 0; 2026-11-22_h200x2.md:
 # cp 66.8%, ep 14.2%, pp send/recv 0). ZeRO's bucketed collectives are taken as fsdp's.
 MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 0.0, "cp": 0.668, "ep": 0.142}
+# Until measured: FlashAttention's causal kernels run at about 60 % of the large-GEMM rate; eager
+# PyTorch moves about 3x the element-wise minimum (unfused RMSNorm, RoPE, SwiGLU, casts, the fp32
+# loss), which compile fuses; selective checkpointing recomputes the forward's element-wise share,
+# full the whole forward; a Python host dispatches an eager step's kernels in about 2 ms plus
+# 2 ms per layer (forward and backward, ~100 kernels at ~20 us).
+SPEC_ATTENTION_EFFICIENCY = 0.6
+SPEC_ELEMENTWISE_FACTOR = {"eager": 3.0, "compiled": 1.0}
+SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
+SPEC_HOST_S = {"per_step": 2e-3, "per_layer": 2e-3}
+# Inference until measured: an eager prefill forward dispatches ~20 kernels per layer; a decode
+# step (a replayed CUDA graph) adds its launch, the sampling and the token's copy to the host.
+SPEC_PREFILL_HOST_S = {"per_step": 1e-3, "per_layer": 0.4e-3}
+SPEC_DECODE_HOST_S = {"per_step": 0.2e-3, "per_layer": 0.0}
+
+
+def mode_key(compiled: bool, checkpointing: str) -> str:
+    """The key of the per-mode figures: eager/none, compiled/full, ..."""
+    return f"{'compiled' if compiled else 'eager'}/{checkpointing}"
 
 
 @dataclass
@@ -56,9 +84,22 @@ class Calibration:
     overlap: Dict[str, float] = field(default_factory=lambda: dict(MEASURED_OVERLAP))
     memory_overhead_gb: float = 0.0  # what a rank holds beyond its tensors (measured: peak minus tensors)
     # Host time of an eager training step that the device model does not count (Python and op
-    # dispatch): per step, plus per layer and micro-batch (forward, backward). 0 until measured.
+    # dispatch): per step, plus per layer and micro-batch (forward, backward).
     host_s_per_step: float = 0.0
     host_s_per_layer: float = 0.0
+    host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
+    attention_tflops: float = 0.0  # causal attention's achieved rate (0: SPEC_ATTENTION_EFFICIENCY x matmul)
+    # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
+    elementwise_factor: Dict[str, float] = field(default_factory=dict)
+    # Share of the forward's time that checkpointing recomputes, by mode_key (else by mode, SPEC_RECOMPUTE).
+    recompute: Dict[str, float] = field(default_factory=dict)
+    # Measured / modelled saved activations, by mode_key; the loss's bytes per logit, by eager/compiled.
+    activation_scale: Dict[str, float] = field(default_factory=dict)
+    logits_bytes: Dict[str, float] = field(default_factory=dict)
+    # Inference host time: an eager prefill's dispatch (hidden behind the device's work on a GPU)
+    # and what each decode step adds (launch, sampling, the token to the host), per step and per layer.
+    prefill_host_s: Dict[str, float] = field(default_factory=dict)
+    decode_host_s: Dict[str, float] = field(default_factory=dict)
     notes: Optional[str] = None
 
     @property
@@ -73,6 +114,29 @@ class Calibration:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
 
+    def attention_rate(self) -> float:
+        """Causal attention's FLOP/s: measured, else the large-GEMM rate (a profile from before it was fitted)."""
+        return 1e12 * (self.attention_tflops or self.matmul_tflops)
+
+    def inference_host(self, phase: str, layers: float) -> float:
+        """Host seconds of one prefill or decode step of a model with this many layers per rank."""
+        figures = self.prefill_host_s if phase == "prefill" else self.decode_host_s
+        return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
+
+    def elementwise(self, compiled: bool) -> float:
+        return self.elementwise_factor.get("compiled" if compiled else "eager", 1.0)
+
+    def recompute_share(self, compiled: bool, checkpointing: str) -> float:
+        """Share of the forward that checkpointing repeats: this mode's figure, else eager's, else spec."""
+        for key in (mode_key(compiled, checkpointing), mode_key(False, checkpointing)):
+            if key in self.recompute:
+                return self.recompute[key]
+        return SPEC_RECOMPUTE[checkpointing]
+
+    def activation_factor(self, compiled: bool, checkpointing: str) -> float:
+        return self.activation_scale.get(mode_key(compiled, checkpointing),
+                                         self.activation_scale.get(mode_key(False, checkpointing), 1.0))
+
 
 def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
     """The hardware config's peaks scaled by the typical efficiencies; missing figures named."""
@@ -83,7 +147,12 @@ def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
         raise ConfigError(f"hardware={hw.name} has no {', '.join(missing)} and there is no calibration profile "
                           f"for it: run `parbench calibrate hardware={hw.name}` or set the hardware figures")
     inter = hw.inter_node_bandwidth_gbps or hw.link_bandwidth_gbps
-    return Calibration(
+    host = SPEC_HOST_S if hw.device_type != "cpu" else {"per_step": 0.0, "per_layer": 0.0}
+    return Calibration(host_s_per_step=host["per_step"], host_s_per_layer=host["per_layer"],
+        attention_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY * SPEC_ATTENTION_EFFICIENCY,
+        elementwise_factor=dict(SPEC_ELEMENTWISE_FACTOR),
+        **({"prefill_host_s": dict(SPEC_PREFILL_HOST_S), "decode_host_s": dict(SPEC_DECODE_HOST_S)}
+           if hw.device_type != "cpu" else {}),
         hardware=hw.name, source="spec", dtype=dtype, matmul_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY,
         membw_gbps=hw.hbm_bandwidth_gbps * SPEC_MEMBW_EFFICIENCY,
         intra_node=LinkFit(SPEC_LATENCY_S["intra_node"], hw.link_bandwidth_gbps * SPEC_LINK_EFFICIENCY),
@@ -91,9 +160,12 @@ def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
 
 
 def calibration_path(ref: str) -> Path:
-    """A file path, or a profile name under conf/calibrations/."""
+    """A file path, or a profile name: the user's (user_calibration_dir) before the shipped one."""
     path = Path(ref)
-    return path if path.suffix in (".yaml", ".yml", ".json") else CALIBRATION_DIR / f"{ref}.yaml"
+    if path.suffix in (".yaml", ".yml", ".json"):
+        return path
+    mine = user_calibration_dir() / f"{ref}.yaml"
+    return mine if mine.exists() else CALIBRATION_DIR / f"{ref}.yaml"
 
 
 def load_calibration(ref: str) -> Calibration:
@@ -120,7 +192,7 @@ def save_calibration(cal: Calibration, path: Path) -> Path:
 
 
 def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calibration:
-    """The named profile, else conf/calibrations/<hardware>.yaml when it exists, else the spec figures."""
+    """The named profile, else this machine's or the shipped <hardware>.yaml, else the spec figures."""
     if ref:
         return load_calibration(ref)
     if calibration_path(hw.name).exists():

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.layout import Layout
-from parbench.predict.memory import DDP_BUCKET_BYTES, FP32, stage_params, tp_split
-from parbench.predict.params import model_shapes, size
+from parbench.predict.memory import DDP_BUCKET_BYTES
+from parbench.predict.params import FP32, size
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
@@ -39,11 +39,11 @@ def data_parallel_comms(layout: Layout) -> list[Comm]:
     all-gathers each block's parameters in the compute dtype (again in backward when it reshards
     after forward) and reduce-scatters fp32 gradients over fsdp x cp, plus HSDP's all-reduce over dp;
     ZeRO reduce-scatters gradients and all-gathers the updated parameters over dp (stage 3 per block)."""
-    d, named = layout.dims, stage_params(layout)
+    d, named = layout.dims, layout.stage
     grads = FP32 * size(named)
     if "dp" in layout.enabled:  # and DDP broadcasts the module's buffers from rank 0 every forward
         buckets, group, across = math.ceil(grads / DDP_BUCKET_BYTES), d.dp * d.cp, layout.crosses_nodes("dp", "cp")
-        buffers = FP32 * model_shapes(layout.cfg.model).buffers
+        buffers = FP32 * layout.shapes.buffers
         forwards = layout.microbatches * layout.stages_per_rank
         return [Comm("dp", "all_reduce", grads / buckets, buckets, group, across),
                 *([Comm("dp", "broadcast", buffers, forwards, group, across)] if buffers else [])]
@@ -64,7 +64,7 @@ def _fsdp_comms(layout: Layout, elements: int) -> list[Comm]:
     d, dtype = layout.dims, layout.dtype_bytes
     shard_group, across = d.fsdp * d.cp, layout.crosses_nodes("fsdp", "cp")
     blocks = layout.cfg.model.layers // d.pp
-    block = size(tp_split(model_shapes(layout.cfg.model).block, d.tp))
+    block = layout.block_on_rank
     root = elements - blocks * block
     comms = [Comm("fsdp", "all_gather", elements * dtype / (blocks + 1), blocks + 1, shard_group, across),
              Comm("fsdp", "reduce_scatter", elements * FP32 / (blocks + 1), blocks + 1, shard_group, across)]

@@ -5,9 +5,14 @@ calibrated memory bandwidth, and tp's and pp's collectives through the latency-b
 A batch's forward passes the pipeline's stages one after the other, so its time is the sum over
 the stages of one tp rank's work, i.e. the whole model's work over tp:
 
-    TTFT = prefill FLOPs / tp / rate + weights / tp / bandwidth + tp all-reduces + pp sends
-    TPOT = max(decode FLOPs / tp / rate, (weights + KV cache) / tp / bandwidth) + tp all-reduces + pp sends
+    TTFT = max(prefill FLOPs / tp / rate + weights / tp / bandwidth, prefill dispatch) + tp all-reduces + pp sends
+    TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache) / tp / bandwidth) + decode step's host time
+           + tp all-reduces + pp sends
     E2E  = TTFT + (output_len - 1) x TPOT
+
+The host times are the calibration's (per step and per layer of the stage): an eager prefill's
+dispatch runs ahead of the GPU, so only what exceeds the device's work counts (on a CPU all of it);
+each decode step waits for its token, so its launch and sampling add.
 """
 
 from __future__ import annotations
@@ -21,8 +26,7 @@ from parbench.models import ParamCounts
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.params import param_counts
-from parbench.predict.step import typical_gemm_flops
+from parbench.predict.costs import typical_gemm_flops
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
 
@@ -35,20 +39,31 @@ class Forward:
     memory_s: float  # bytes read over the calibrated bandwidth
     comm_s: dict[str, float]  # strategy -> seconds (nothing hides it: each waits for the last)
     roofline: bool  # compute and memory traffic overlap and the larger counts; else they add
+    host_s: float = 0.0  # the host's dispatch of this forward
+    host_hidden: bool = False  # the device's work hides the dispatch up to its own length
+
+    @property
+    def device_s(self) -> float:
+        return max(self.compute_s, self.memory_s) if self.roofline else self.compute_s + self.memory_s
+
+    @property
+    def exposed_host_s(self) -> float:
+        return max(0.0, self.host_s - self.device_s) if self.host_hidden else self.host_s
 
     @property
     def seconds(self) -> float:
-        work = max(self.compute_s, self.memory_s) if self.roofline else self.compute_s + self.memory_s
-        return work + sum(self.comm_s.values())
+        return self.device_s + self.exposed_host_s + sum(self.comm_s.values())
 
     @property
     def bottleneck(self) -> str:
         parts = {"matmul compute": self.compute_s, "memory bandwidth": self.memory_s,
+                 "host dispatch": self.exposed_host_s,
                  **{f"{name} communication": t for name, t in self.comm_s.items()}}
         return max(parts, key=parts.get)
 
     def as_dict(self) -> dict:
         return {"seconds": self.seconds, "compute_s": self.compute_s, "memory_s": self.memory_s,
+                "host_s": self.exposed_host_s,
                 "comm_s": dict(self.comm_s), "bottleneck": self.bottleneck}
 
 
@@ -110,9 +125,22 @@ def compute_seconds(layout: Layout, flops: float, tokens: float, cal: Calibratio
     return flops / tp / cal.matmul_rate(typical_gemm_flops(layout.cfg.model, tokens, tp))
 
 
+def peak_compute_seconds(layout: Layout, flops: float, cal: Calibration) -> float:
+    """One tp rank's share at the large-GEMM rate: a decode GEMM's size penalty is its weight read,
+    which the roofline's memory side already counts."""
+    return flops / layout.dims.tp / (cal.matmul_tflops * 1e12)
+
+
 def read_seconds(layout: Layout, nbytes: float, cal: Calibration) -> float:
     """One tp rank's share of the bytes over the memory bandwidth."""
     return nbytes / layout.dims.tp / (cal.membw_gbps * 1e9)
+
+
+def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
+    """The calibration's host time of one step, for the layers of one pipeline stage (a batch
+    passes the stages one after the other, so every stage's dispatch counts)."""
+    pp = layout.dims.pp
+    return pp * cal.inference_host(phase, layout.cfg.model.layers / pp)
 
 
 def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
@@ -122,7 +150,8 @@ def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     flops = prefill_flops(layout.cfg.model, counts, w.batch_size, w.input_len)
     weights, _ = decode_bytes_per_step(layout.cfg.model, counts, w, layout.dtype_bytes)
     return Forward(compute_seconds(layout, flops, tokens, cal), read_seconds(layout, weights, cal),
-                   comm_seconds(layout, tokens, cal), roofline=False)
+                   comm_seconds(layout, tokens, cal), roofline=False, host_s=host_seconds(layout, "prefill", cal),
+                   host_hidden=layout.cfg.hardware.device_type != "cpu")
 
 
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
@@ -131,13 +160,13 @@ def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forwar
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
-    return Forward(compute_seconds(layout, flops, w.batch_size, cal), read_seconds(layout, weights + kv_cache, cal),
-                   comm_seconds(layout, w.batch_size, cal), roofline=True)
+    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights + kv_cache, cal),
+                   comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
 
 def predict_inference(cfg: Config, dims: ParallelDims, cal: Calibration) -> InferencePrediction:
     """TTFT, TPOT and E2E of one batch of the native engine on tp x pp ranks."""
-    layout, counts = Layout.of(cfg, dims), param_counts(cfg.model)
-    w = cfg.workload
+    layout = Layout.of(cfg, dims)
+    counts, w = layout.counts, cfg.workload
     return InferencePrediction(prefill(layout, counts, cal), decode_step(layout, counts, cal), w.batch_size,
                                w.output_len, cal.label(cfg.hardware.name))

@@ -1,15 +1,21 @@
-"""One training layout as the model sees it: the degrees, which strategies the table turns on, the
-batch per device and micro-batch, and which link each parallel group's collectives cross."""
+"""One layout as the model sees it, read once: the degrees, which strategies the table turns on, the
+model's parameter shapes and counts and the largest stage's share of them, the batch per device and
+micro-batch, and which link each parallel group's collectives cross. Everything after (costs,
+communication, memory) reads these instead of walking the config again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from parbench.config.batch import local_batch
 from parbench.config.dims import MESH_DIMS, ParallelDims
 from parbench.config.schema import Config
 from parbench.dtypes import ITEMSIZE, resolve_dtype
+from parbench.models import ParamCounts
 from parbench.parallel.specs import STRATEGIES, theoretical_bubble
+from parbench.predict.params import (FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
+                                    size, tp_split)
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,40 @@ class Layout:
     def of(cls, cfg: Config, dims: ParallelDims) -> "Layout":
         on = frozenset(n for n in STRATEGIES.names() if STRATEGIES.get(n).enabled(dims, cfg))
         return cls(cfg, dims, on)
+
+    @cached_property
+    def shapes(self) -> ModelShapes:
+        return model_shapes(self.cfg.model)
+
+    @property
+    def family(self) -> FamilyShapes:
+        return family_shapes(self.cfg.model)
+
+    @cached_property
+    def counts(self) -> ParamCounts:
+        return param_counts(self.cfg.model)
+
+    @cached_property
+    def block_on_rank(self) -> int:
+        """Elements of one block on one tp rank."""
+        return size(tp_split(self.shapes.block, self.dims.tp))
+
+    @cached_property
+    def stage(self) -> Named:
+        """The parameters of the largest pipeline stage on one tp rank: its blocks plus the embeddings
+        (first stage) or the norm and output head (last stage), whichever is larger."""
+        d = self.dims
+        ep = d.ep if "ep" in self.enabled else 1
+        per_stage = self.shapes.layers // d.pp
+        blocks = [(f"layers.{i}.{n}", s) for i in range(per_stage) for n, s in tp_split(self.shapes.block, d.tp, ep)]
+        ends = [tp_split(self.shapes.embedding, d.tp), tp_split(self.shapes.head, d.tp)]
+        if d.pp == 1:
+            return ends[0] + blocks + ends[1]
+        return blocks + max(ends, key=size)
+
+    @property
+    def compiled(self) -> bool:
+        return bool(getattr(self.cfg.workload, "compile", False))
 
     @property
     def dtype(self) -> str:

@@ -1,20 +1,24 @@
 """Memory per device of a training layout: parameters, gradients and optimizer states of the shard it
 holds (tp/pp split, fsdp or ZeRO sharding), activations by checkpointing mode and micro-batches in
-flight, fp32 logits, communication buffers, and the runtime's own overhead from the calibration.
+flight (scaled by what the calibration measured for the mode, eager or compiled), the loss's logits
+(bytes per logit measured eager and compiled), communication buffers, and the runtime's own overhead.
 
 Parameters stay fp32 (autocast and FSDP2's mixed precision compute in the workload dtype from fp32
-weights), so a parameter costs 4 B, its gradient 4 B and AdamW's two moments 8 B."""
+weights), so a parameter costs 4 B, its gradient 4 B and AdamW's two moments 8 B. The peak is the
+larger of two moments: the start of backward (activations and logits, no gradients: they are set to
+None after each step) and its end (every gradient, the activations freed)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from parbench.config.schema import ZeroConfig
+from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
-from parbench.predict.params import Named, dim0_shard, model_shapes, size
+from parbench.predict.params import FP32, Named, dim0_shard, size
 
 GB = 1e9
-FP32 = 4
+LOGITS_BYTES = 2 * FP32  # per logit until measured: the fp32 logits and their gradient
 OPTIMIZER_BYTES = {"adamw": 8, "sgd": 0}  # per parameter: AdamW's exp_avg and exp_avg_sq; plain SGD none
 DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradient buckets it all-reduces
 
@@ -34,34 +38,21 @@ class MemoryEstimate:
         return self.params_gb + self.grads_gb + self.optimizer_gb
 
     @property
+    def backward_start_gb(self) -> float:
+        """When backward starts: every saved activation and the loss's logits, no gradient yet
+        (the optimizer sets them to None after each step)."""
+        return self.params_gb + self.optimizer_gb + self.activations_gb + self.logits_gb
+
+    @property
     def total_gb(self) -> float:
-        return self.model_states_gb + self.activations_gb + self.logits_gb + self.buffers_gb + self.overhead_gb
+        """The peak: the start of backward, or its end (every gradient, the activations freed)."""
+        return max(self.backward_start_gb, self.model_states_gb) + self.buffers_gb + self.overhead_gb
 
     def as_dict(self) -> dict[str, float]:
         return {"params_gb": self.params_gb, "grads_gb": self.grads_gb, "optimizer_gb": self.optimizer_gb,
                 "params_grads_optimizer_gb": self.model_states_gb, "activations_gb": self.activations_gb,
                 "logits_gb": self.logits_gb, "buffers_gb": self.buffers_gb, "overhead_gb": self.overhead_gb,
                 "total_gb": self.total_gb}
-
-
-def tp_split(named: Named, tp: int, ep: int = 1) -> Named:
-    """A block's or the embeddings' parameters on one tp rank: matrices split tp ways (norms
-    replicated); experts' stacked weights split ep ways."""
-    return [(n, (s[0] // ep, *s[1:]) if ".experts." in n else ((s[0] // tp, *s[1:]) if len(s) > 1 else s))
-            for n, s in named]
-
-
-def stage_params(layout: Layout) -> Named:
-    """The parameters of the largest pipeline stage on one tp rank: its blocks plus the embeddings
-    (first stage) or the norm and output head (last stage), whichever is larger."""
-    shapes, d = model_shapes(layout.cfg.model), layout.dims
-    ep = d.ep if "ep" in layout.enabled else 1
-    per_stage = shapes.layers // d.pp
-    blocks = [(f"layers.{i}.{n}", s) for i in range(per_stage) for n, s in tp_split(shapes.block, d.tp, ep)]
-    ends = [tp_split(shapes.embedding, d.tp), tp_split(shapes.head, d.tp)]
-    if d.pp == 1:
-        return ends[0] + blocks + ends[1]
-    return blocks + max(ends, key=size)
 
 
 def model_state_bytes(layout: Layout, named: Named) -> tuple[float, float, float]:
@@ -81,19 +72,21 @@ def model_state_bytes(layout: Layout, named: Named) -> tuple[float, float, float
 
 def activation_elements_per_token(layout: Layout, mode: str) -> float:
     """Elements one block keeps per token for backward, on one tp rank. none: every input the
-    backward needs (norm inputs and outputs, q/k/v, attention output, the MLP's three inner
-    activations, residuals); selective: the block input and every matmul and attention output;
-    full: the block input only."""
+    backward needs (norm inputs and outputs, q/k/v, attention output, the MLP's inner activations:
+    SwiGLU's two products, the activation and their product, or GELU's input and output,
+    residuals); selective: the block input and every matmul and attention output; full: the block
+    input only."""
     m, tp = layout.cfg.model, layout.dims.tp
     hd = m.head_dim or m.hidden // m.heads
     q, kv = m.heads * hd / tp, 2 * m.kv_heads * hd / tp
     ffn = m.ffn * (m.top_k if m.experts else 1) / tp
     h = m.hidden / (tp if layout.cfg.parallel.sp else 1)  # sequence parallel splits the norm regions
+    products = 2 if layout.family.gated_mlp else 1  # ffn-wide matmul outputs
     if mode == "full":
         return h
     if mode == "selective":
-        return 3 * h + 2 * q + kv + 2 * ffn
-    return 4 * h + 2 * q + kv + 4 * ffn
+        return 3 * h + 2 * q + kv + products * ffn
+    return 4 * h + 2 * q + kv + 2 * products * ffn
 
 
 def microbatches_in_flight(layout: Layout) -> int:
@@ -118,24 +111,31 @@ def activation_bytes(layout: Layout) -> float:
     return elements * layout.microbatch_tokens * layout.dtype_bytes
 
 
-def logits_bytes(layout: Layout) -> float:
-    """fp32 logits and their gradient for the loss, on the last stage (vocab split over tp)."""
-    return 2 * layout.microbatch_tokens * layout.cfg.model.vocab * FP32 / layout.dims.tp
+def logits_elements(layout: Layout) -> float:
+    """Logits of one micro-batch on the last stage (vocab split over tp)."""
+    return layout.microbatch_tokens * layout.cfg.model.vocab / layout.dims.tp
+
+
+def logits_bytes(layout: Layout, cal: Calibration | None) -> float:
+    """What the loss holds per logit: measured for eager or compiled steps, else fp32 logits and gradient."""
+    per_logit = cal.logits_bytes.get("compiled" if layout.compiled else "eager", LOGITS_BYTES) if cal else LOGITS_BYTES
+    return logits_elements(layout) * per_logit
 
 
 def buffer_bytes(layout: Layout) -> float:
     """Communication buffers: FSDP2's all-gathered block in the compute dtype (the next one
     prefetched) and its fp32 reduce-scatter input; DDP's two gradient buckets in flight."""
-    shapes, d = model_shapes(layout.cfg.model), layout.dims
     if "fsdp" in layout.enabled or ("zero" in layout.enabled and layout.cfg.parallel.zero.stage == 3):
-        block = size(tp_split(shapes.block, d.tp))
-        return block * (2 * layout.dtype_bytes + FP32)
+        return layout.block_on_rank * (2 * layout.dtype_bytes + FP32)
     if "dp" in layout.enabled:
         return 2 * DDP_BUCKET_BYTES
     return 0.0
 
 
-def estimate_memory(layout: Layout, overhead_gb: float = 0.0) -> MemoryEstimate:
-    params, grads, optimizer = model_state_bytes(layout, stage_params(layout))
-    return MemoryEstimate(params / GB, grads / GB, optimizer / GB, activation_bytes(layout) / GB,
-                          logits_bytes(layout) / GB, buffer_bytes(layout) / GB, overhead_gb)
+def estimate_memory(layout: Layout, cal: Calibration | None = None) -> MemoryEstimate:
+    """Per device; without a calibration, the tensors alone (activations unscaled, no overhead)."""
+    params, grads, optimizer = model_state_bytes(layout, layout.stage)
+    scale = cal.activation_factor(layout.compiled, layout.activation_checkpointing) if cal else 1.0
+    return MemoryEstimate(params / GB, grads / GB, optimizer / GB, scale * activation_bytes(layout) / GB,
+                          logits_bytes(layout, cal) / GB, buffer_bytes(layout) / GB,
+                          cal.memory_overhead_gb if cal else 0.0)

@@ -15,6 +15,7 @@ from parbench.models import ParamCounts, counts_from_sizes
 
 Shape = tuple[int, ...]
 Named = list[tuple[str, Shape]]
+FP32 = 4
 
 
 def _attention(m: ModelConfig, bias: bool) -> Named:
@@ -56,7 +57,8 @@ class FamilyShapes:
 
     block: Callable[[ModelConfig], Named]
     norm_bias: bool = False  # LayerNorm (bias) or RMSNorm
-    learned_positions: bool = False
+    learned_positions: bool = False  # else RoPE, applied to q and k in every layer
+    gated_mlp: bool = True  # SwiGLU (two ffn-wide products, multiplied) or one ffn-wide GELU
     # fp32 buffers the model holds (RoPE's cos and sin tables), which DDP broadcasts every forward
     buffers: Callable[[ModelConfig], int] = lambda m: 0
 
@@ -67,7 +69,7 @@ def rope_buffers(m: ModelConfig) -> int:
 
 FAMILY_SHAPES: dict[str, FamilyShapes] = {
     "llama": FamilyShapes(_llama_block, buffers=rope_buffers),
-    "gpt2": FamilyShapes(_gpt2_block, norm_bias=True, learned_positions=True),
+    "gpt2": FamilyShapes(_gpt2_block, norm_bias=True, learned_positions=True, gated_mlp=False),
 }
 
 
@@ -86,11 +88,15 @@ class ModelShapes:
         return self.embedding + blocks + self.head
 
 
-def model_shapes(m: ModelConfig) -> ModelShapes:
+def family_shapes(m: ModelConfig) -> FamilyShapes:
     if m.family not in FAMILY_SHAPES:
         raise ConfigError(f"model.family={m.family} has no parameter shapes in parbench.predict.params."
                           f"FAMILY_SHAPES (known: {', '.join(FAMILY_SHAPES)}): add its block there to predict it")
-    fam = FAMILY_SHAPES[m.family]
+    return FAMILY_SHAPES[m.family]
+
+
+def model_shapes(m: ModelConfig) -> ModelShapes:
+    fam = family_shapes(m)
     embedding = [("tok_embeddings.weight", (m.vocab, m.hidden))]
     if fam.learned_positions:
         embedding.append(("pos_embeddings.weight", (m.max_seq_len, m.hidden)))
@@ -117,3 +123,10 @@ def dim0_shard(named: Named, ranks: int) -> int:
     """Elements one rank holds when every parameter is sharded on dim 0 over `ranks` (FSDP2's
     layout): ceil(rows / ranks) rows each, so the first ranks hold the padded share."""
     return sum(math.ceil(s[0] / ranks) * numel(s[1:]) for _, s in named)
+
+
+def tp_split(named: Named, tp: int, ep: int = 1) -> Named:
+    """A block's or the embeddings' parameters on one tp rank: matrices split tp ways (norms
+    replicated); experts' stacked weights split ep ways."""
+    return [(n, (s[0] // ep, *s[1:]) if ".experts." in n else ((s[0] // tp, *s[1:]) if len(s) > 1 else s))
+            for n, s in named]

@@ -18,7 +18,7 @@ from parbench.report.inference_plots import plot_latency_vs_input, plot_throughp
 from parbench.report.inference_verdict import scaling_table, shape_label, verdict, with_intervals
 from parbench.report.runs import RunSet
 
-MIN_FIT_INPUTS = 3  # distinct input lengths a line needs: any two points fit one exactly (R² = 1)
+MIN_FIT_INPUTS = 3  # distinct values along an axis a line needs: any two points fit one exactly (R² = 1)
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -37,7 +37,8 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
                       for tp, pp in zip(done["tp"], done["pp"])]
     if "params.workload.engine" in done:  # both engines in one sweep: their series apart
         other = done["params.workload.engine"].fillna("native") != "native"
-        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"] + " " + done.loc[other, "layout"]
+        done.loc[other, "layout"] = (done.loc[other, "params.workload.engine"].astype(str) + " "
+                                     + done.loc[other, "layout"].astype(str))
     done["decode_mode"] = decode_modes(done)
     fast = done["decode_mode"] != "eager"
     done.loc[fast, "layout"] += " " + done.loc[fast, "decode_mode"]
@@ -116,29 +117,41 @@ def percentile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return shown, data
 
 
+# Each axis of the latency grid: the two held fixed along its lines, and the latencies fitted against it.
+FIT_AXES = {"input_len": (("batch_size", "output_len"), ("ttft_s_p50", "e2e_s_p50")),
+            "batch_size": (("input_len", "output_len"), ("ttft_s_p50", "tpot_s_p50", "e2e_s_p50")),
+            "output_len": (("input_len", "batch_size"), ("e2e_s_p50",))}
+AXIS_UNITS = {"input_len": "input token", "batch_size": "request", "output_len": "output token"}
+AXIS_NAMES = {"input_len": "input length", "batch_size": "batch size", "output_len": "output length"}
+
+
 def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A line per (layout, batch, output length) and metric with MIN_FIT_INPUTS input lengths or
-    more, its slope's 95 % interval, and whether the slope differs from 0 beyond it."""
+    """A line per axis (input length, batch, output length), layout, values of the other two axes
+    and metric, where the axis has MIN_FIT_INPUTS distinct values or more (any two points fit a
+    line exactly, R² = 1), with its slope's 95 % interval and whether the slope differs from 0."""
     rows = []
-    for (layout, batch, out_len), group in runs.groupby(["layout", "batch_size", "output_len"]):
-        if group["input_len"].nunique() < MIN_FIT_INPUTS:
-            continue
-        for metric in ("ttft_s_p50", "e2e_s_p50"):
-            line = fit_line(group["input_len"], group[f"metrics.{metric}"])
-            rows.append({"layout": layout, "batch_size": batch, "output_len": out_len, "metric": metric,
-                         "slope_s_per_token": line.slope, "slope_ci_low": line.slope_low,
-                         "slope_ci_high": line.slope_high, "intercept_s": line.intercept, "r2": line.r2,
-                         "points": line.points, "trend": trend(line.slope_low, line.slope_high)})
-    data = pd.DataFrame(rows)
+    for axis, (fixed, metrics) in FIT_AXES.items():
+        for (layout, *held), group in runs.groupby(["layout", *fixed]):
+            if group[axis].nunique() < MIN_FIT_INPUTS:
+                continue
+            for metric in metrics:
+                line = fit_line(group[axis], group[f"metrics.{metric}"])
+                rows.append({"against": axis, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
+                             "slope_s_per_unit": line.slope, "slope_ci_low": line.slope_low,
+                             "slope_ci_high": line.slope_high, "intercept_s": line.intercept, "r2": line.r2,
+                             "points": line.points, "trend": trend(line.slope_low, line.slope_high)})
+    data = pd.DataFrame(rows, columns=["against", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "slope_ci_low",
+                                       "slope_ci_high", "intercept_s", "r2", "points", "trend"])
     if data.empty:
         return data, data
-    per_token = lambda v: fmt.seconds(v) + " / token"  # noqa: E731
-    shown = pd.DataFrame({"layout": data["layout"], "batch": data["batch_size"].map(str),
-                          "output": data["output_len"].map(str),
-                          "latency": data["metric"].map({"ttft_s_p50": "TTFT", "e2e_s_p50": "E2E"}),
-                          "slope": [_with_interval(v, lo, hi, per_token) for v, lo, hi in
-                                    zip(data["slope_s_per_token"], data["slope_ci_low"], data["slope_ci_high"])],
-                          "per 1,000 tokens": (1000 * data["slope_s_per_token"]).map(fmt.seconds),
+    held = lambda name: data[name].map(lambda v: "-" if pd.isna(v) else str(int(v)))  # noqa: E731
+    shown = pd.DataFrame({"against": data["against"].map(AXIS_NAMES),
+                          "layout": data["layout"], "input": held("input_len"), "batch": held("batch_size"),
+                          "output": held("output_len"),
+                          "latency": data["metric"].map({"ttft_s_p50": "TTFT", "tpot_s_p50": "TPOT", "e2e_s_p50": "E2E"}),
+                          "slope": [_with_interval(v, lo, hi, fmt.seconds) + f" / {AXIS_UNITS[a]}" for v, lo, hi, a in
+                                    zip(data["slope_s_per_unit"], data["slope_ci_low"], data["slope_ci_high"],
+                                        data["against"])],
                           "intercept": data["intercept_s"].map(fmt.seconds), "R²": data["r2"].map(lambda v: f"{v:.3f}"),
                           "points": data["points"].map(str), "trend": data["trend"]})
     return shown, data
@@ -147,7 +160,7 @@ def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def trend(low: float, high: float) -> str:
     if pd.isna(low):
         return "no interval"
-    return "grows with input" if low > 0 else "falls with input (implausible: noise?)" if high < 0 else "none beyond noise"
+    return "grows" if low > 0 else "falls (implausible: noise?)" if high < 0 else "none beyond noise"
 
 
 def overhead_shown(table: pd.DataFrame) -> pd.DataFrame:
@@ -245,8 +258,10 @@ def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
                 Table(shown, data, "inference_latency.csv", "Latency per layout, input length, batch and output length"))
     shown, data = fit_table(done)
     if not data.empty:
-        section.add(Table(shown, data, "inference_fits.csv", "Least-squares lines of latency against input length "
-                          f"(slope per input token, its 95 % interval; only with {MIN_FIT_INPUTS} input lengths or more)"))
+        section.add(Table(shown, data, "inference_fits.csv",
+                          "Least-squares lines of latency against input length, batch size and output length (one "
+                          "axis at a time, the other two held: '-' marks the axis; slope with its 95 % interval; "
+                          f"only along an axis with {MIN_FIT_INPUTS} values or more)"))
     path = plot_latency_vs_input(done, out / "inference_latency_vs_input.png", MIN_FIT_INPUTS)
     if path is not None:
         section.add(Figure(path, "TTFT and E2E (ms) against input length (tokens): points measured with their "

@@ -51,9 +51,23 @@ def decode_options(mode: str, device_type: str) -> DecodeOptions:
 
 
 def compiled(compute: Compute) -> Compute:
-    """torch.compile of the static decode step: shapes never change (dynamic=False). Without
+    """torch.compile of a decode step or prefill. Shapes are static but for the lengths
+    mark_lengths_dynamic marks: the step compiled for one input/output length serves every other
+    (and a later process loads it from the compile cache, workloads/compile_cache.py). Without
     fullgraph, a collective dynamo cannot trace becomes a graph break, not an error."""
-    return torch.compile(compute, dynamic=False)
+    return torch.compile(compute, dynamic=None)
+
+
+def mark_lengths_dynamic(cache: KVCache, prompt: torch.Tensor | None = None) -> None:
+    """The KV cache's length (dim 2 of every buffer) and the prompt's (dim 1) as dynamic dimensions of
+    the steps compiled from now on; the batch and every other size stay static."""
+    import torch._dynamo  # only when compiling: loads the compiler
+
+    for layer in cache.layers.values():
+        for buffer in (layer.k, layer.v):
+            torch._dynamo.mark_dynamic(buffer, 2)
+    if prompt is not None:
+        torch._dynamo.mark_dynamic(prompt, 1)
 
 
 @contextmanager

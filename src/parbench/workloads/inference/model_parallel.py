@@ -28,7 +28,7 @@ from parbench.models.kv_cache import KVCache
 from parbench.models.llama import FeedForward, Transformer, init_module
 from parbench.distenv import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
-from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compiled
+from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compiled, mark_lengths_dynamic
 
 
 class VocabParallelEmbedding(nn.Embedding):
@@ -39,7 +39,7 @@ class VocabParallelEmbedding(nn.Embedding):
 
     def __init__(self, vocab: int, hidden: int, group: dist.ProcessGroup):
         size = group.size()
-        super().__init__(vocab // size, hidden, device="meta")
+        super().__init__(vocab // size, hidden, _weight=torch.empty(vocab // size, hidden, device="meta"))  # no init: see build.embedding
         self.start, self.group = group.rank() * (vocab // size), group
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -175,7 +175,7 @@ class PipelinedDecoder:
         self.stage, self.stages = pp.get_local_rank(), env.dims.pp
         self.ranks = [dist.get_global_rank(self.group, i) for i in range(self.stages)]
         self.static: StaticDecodeStep | None = None
-        self.prefill = self.compute
+        self.prefill, self.compiling = self.compute, False
         self.use(options)
 
     def step(self, tokens: torch.Tensor, cache: KVCache | None, sample) -> torch.Tensor:
@@ -191,6 +191,8 @@ class PipelinedDecoder:
         if self.static is not None and cache is not None and seq == 1 and cache.length > 0:
             out = self.static(x, cache, sample)
         else:
+            if self.compiling and cache is not None:
+                mark_lengths_dynamic(cache, x)
             out = self.prefill(x, cache, sample)
         if self.stage < self.stages - 1:
             self.check_sent(out, hidden_shape)
@@ -227,6 +229,7 @@ class PipelinedDecoder:
         self.static = StaticDecodeStep(self.compute, options.compile, options.graph) if options.static else None
         # Compiled for the prompt's shapes (one batch size and input length per run).
         self.prefill = compiled(self.compute) if options.compile else self.compute
+        self.compiling = options.compile
 
     def release_graph(self) -> None:
         """Free the decode graph, if one was captured (before the process group is destroyed)."""
@@ -236,12 +239,12 @@ class PipelinedDecoder:
     @contextmanager
     def launching_op_by_op(self) -> Iterator[None]:
         """Prefill and decode eagerly (no compiled code, no CUDA graph) inside the block."""
-        static, prefill = self.static, self.prefill
-        self.static, self.prefill = None, self.compute
+        static, prefill, compiling = self.static, self.prefill, self.compiling
+        self.static, self.prefill, self.compiling = None, self.compute, False
         try:
             yield
         finally:
-            self.static, self.prefill = static, prefill
+            self.static, self.prefill, self.compiling = static, prefill, compiling
 
     def check_sent(self, h: torch.Tensor, shape: tuple[int, ...]) -> None:
         """The next stage receives `shape` in self.dtype: NCCL would hang or corrupt on anything else."""

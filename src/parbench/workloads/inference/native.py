@@ -23,6 +23,7 @@ from parbench.models.kv_cache import KVCache
 from parbench.models.llama import fuse_projections
 from parbench.distenv import DistEnv
 from parbench.dtypes import ITEMSIZE, torch_dtype
+from parbench.workloads.compile_cache import cache_outcome, compile_key
 from parbench.workloads.inference.decode_step import decode_options
 from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, latency_metrics, mbu_metrics,
@@ -125,6 +126,12 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     progress(env.rank, f"model ready in {build_s:.1f} s: {decoder.weight_bytes() / GB:.2f} GB of weights on this rank")
     results = measure(cfg, env, reporter, decoder, build_s)
     results["tags"]["decode_mode"] = mode
+    if options.compile:  # what the compiles found in the compile cache (workloads/compile_cache.py)
+        from torch._dynamo.utils import counters
+
+        metrics, tags = cache_outcome(counters)
+        results["metrics"].update(metrics)
+        results["tags"].update(tags, compile_key=compile_key(cfg))
     decoder.release_graph()  # before the worker's teardown (a failed rank is torn down by torchrun)
     return results
 
@@ -134,7 +141,7 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     w = cfg.workload
     reset_peak_memory(env.device)
     cache = decoder.kv_cache(w.batch_size, w.input_len + w.output_len)
-    batches, first_tokens = [], None
+    batches, first_tokens, first_batch_s = [], None, 0.0
     total = w.warmup + w.repeats
     meter = WindowMeter.for_device(env.device)  # energy and CPU use over the measured batches
     for i in range(total):
@@ -150,12 +157,15 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
             first_tokens = tokens if first_tokens is None else first_tokens
             meter.sample()
         request = timing.requests[0]
+        if i == 0:
+            first_batch_s = request.e2e  # compiling and capturing included
         reporter.step(i, total, phase, ttft_s=request.ttft, e2e_s=request.e2e,
                       **({"tpot_s": request.tpot} if request.tpot is not None else {}))
     meter.stop()
     job_dir = reporter.path.parent
     progress(env.rank, "gathering results over ranks")
     results = native_results(cfg, env, decoder, cache, batches, build_s, meter)
+    results["metrics"]["first_batch_s"] = first_batch_s
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)

@@ -28,7 +28,13 @@ class VllmOptions:
 
     model: Optional[str] = None  # HF model dir or name; None: a random model of `model=` saved in the job dir
     kv_cache_gb: float = 1.0  # KV cache space (the CPU backend's default asks for most of the RAM)
-    enforce_eager: bool = True  # false: vLLM compiles (and captures CUDA graphs on GPU); slow to start on CPU
+    # null: per device type (vllm_engine.resolved_enforce_eager): vLLM's own default on a GPU (compiled,
+    # CUDA graphs), eager on CPU (compiling takes minutes there); true/false force it.
+    enforce_eager: Optional[bool] = None
+    # Weights of model= when vllm.model is null: seeded (the native engine's, exported to a Hugging Face
+    # folder: same tokens), dummy (vLLM's load_format=dummy: no disk, for speed runs), auto (seeded up to
+    # vllm_engine.SEEDED_AUTO_MAX_GB of weights, dummy above).
+    weights: str = "auto"
     gpu_memory_utilization: float = 0.9
 
 

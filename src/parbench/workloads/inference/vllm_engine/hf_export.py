@@ -1,4 +1,5 @@
-"""parbench's seeded Llama as a Hugging Face checkpoint, so vLLM loads the native engine's weights."""
+"""parbench's Llama for vLLM: as a Hugging Face checkpoint with the seeded weights (vLLM then loads
+the native engine's weights), or as its config.json alone (vLLM's dummy weights: nothing written)."""
 
 from __future__ import annotations
 
@@ -27,17 +28,31 @@ def hf_name(name: str) -> str:
     return f"{HF_NAMES[module]}.{leaf}"
 
 
+def hf_llama_config(m: ModelConfig):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
+                       num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
+                       head_dim=m.head_dim or m.hidden // m.heads, max_position_embeddings=m.max_seq_len,
+                       rms_norm_eps=m.norm_eps, rope_theta=m.rope_theta, tie_word_embeddings=m.tie_embeddings,
+                       architectures=["LlamaForCausalLM"])
+
+
+def export_hf_config(m: ModelConfig, dtype: torch.dtype, path: Path) -> Path:
+    """config.json only: what vLLM needs with load_format=dummy (random weights made on the device)."""
+    config = hf_llama_config(m)
+    config.torch_dtype = dtype
+    config.save_pretrained(path)
+    return path
+
+
 def export_hf_llama(m: ModelConfig, seed: int, dtype: torch.dtype, path: Path) -> Path:
     """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     state = {hf_name(k): v for k, v in build_initialized(m, seed, "cpu").state_dict().items()}
-    config = LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
-                         num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
-                         head_dim=m.head_dim or m.hidden // m.heads, max_position_embeddings=m.max_seq_len,
-                         rms_norm_eps=m.norm_eps, rope_theta=m.rope_theta, tie_word_embeddings=m.tie_embeddings)
     with torch.device("meta"):
-        hf = LlamaForCausalLM(config)
+        hf = LlamaForCausalLM(hf_llama_config(m))
     hf.load_state_dict(state, strict=not m.tie_embeddings, assign=True)
     hf.to(dtype).save_pretrained(path)
     return path

@@ -24,6 +24,24 @@ CATEGORY_ENDINGS = (("Attention", "attention"), ("MLP", "mlp"), ("MoE", "mlp"), 
                     ("LogitsProcessor", "lm_head"), ("ParallelLMHead", "lm_head"), ("Sampler", "sampling"))
 
 
+# GPU kernel name fragments (lower case) -> op category, first match wins, for kernels of vLLM's compiled
+# graph (no module ranges there): FlashAttention and the KV cache write, cuBLAS/CUTLASS GEMMs (the
+# projections and the MLP together: the graph does not say which), vLLM's and Inductor's fused kernels
+# (category names become metric names: letters, digits and underscores only).
+KERNEL_CATEGORIES = ((("flash", "fmha", "attn", "reshape_and_cache", "paged"), "attention"),
+                     (("gemm", "nvjet", "xmma", "cutlass", "cublas", "matmul"), "matmul"),
+                     (("rms_norm", "rmsnorm", "layer_norm", "layernorm", "rsqrt"), "norm"),
+                     (("act_and_mul", "silu", "gelu"), "activation"), (("rotary",), "rotary"),
+                     (("argmax", "sampl", "topk", "sort"), "sampling"),
+                     (("embedding", "index_select", "indexselect"), "embedding"),
+                     (("triton_",), "fused"), (("memcpy", "memset", "copy"), "memory"))
+
+
+def kernel_category(name: str) -> str | None:
+    lower = name.lower()
+    return next((category for parts, category in KERNEL_CATEGORIES if any(p in lower for p in parts)), None)
+
+
 def step_phase(name: str) -> str | None:
     """prefill (only requests without a token yet), decode (only generating ones), or mixed."""
     match = STEP_RANGE.match(name)
@@ -37,7 +55,8 @@ def module_category(class_name: str) -> str | None:
     return next((category for ending, category in CATEGORY_ENDINGS if class_name.endswith(ending)), None)
 
 
-VLLM_LABELS = TraceLabels(phase_of_step=step_phase, category_of=module_category, layer_class_ending="DecoderLayer")
+VLLM_LABELS = TraceLabels(phase_of_step=step_phase, category_of=module_category, layer_class_ending="DecoderLayer",
+                          kernel_category=kernel_category)
 
 
 def profiler_config(job_dir: Path) -> dict:

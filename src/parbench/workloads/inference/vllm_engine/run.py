@@ -27,14 +27,25 @@ from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, latency_metrics, mbu_metrics,
                                                    prefill_mfu_metrics)
 from parbench.workloads.inference.native import TOKENS_FILE, synthetic_prompts
-from parbench.workloads.inference.vllm_engine.hf_export import export_hf_llama
+from parbench.workloads.inference.vllm_engine.hf_export import export_hf_config, export_hf_llama
 from parbench.workloads.inference.vllm_engine.profile import analyze_profile, profiled_tokens, profiler_config
 from parbench.workloads.reporting import StepReporter, progress
-from parbench.workloads.specs.vllm_engine import kv_bytes_per_token, missing_vllm_message, parbench_shape
+from parbench.workloads.specs.vllm_engine import (kv_bytes_per_token, missing_vllm_message, parbench_shape,
+                                                   resolved_enforce_eager)
 
 HF_MODEL_DIR = "hf_model"
 # In-process engine core (starts in seconds), loopback networking, no hub access for a local model.
 VLLM_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1"}
+# torchrun's identity of parbench's one process. With TORCHELASTIC_USE_AGENT_STORE=True, torch's tcp://
+# rendezvous (vLLM's own process group) only connects as a client to a store nobody serves on vLLM's
+# port, and waits silently until the process-group timeout: the silent stall after vLLM's
+# "world_size=1 rank=0 ... backend=nccl" line. vLLM starts its own process group; it gets none of these.
+TORCHRUN_ENV = ("TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+                "TORCHELASTIC_MAX_RESTARTS", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME")
+# workload.vllm.weights=auto exports the seeded weights (same tokens as the native engine) up to this
+# size; above it vLLM makes dummy weights on the device, so a speed run writes nothing to disk.
+SEEDED_AUTO_MAX_GB = 1.0
 
 
 def import_vllm():
@@ -67,8 +78,15 @@ def cpu_binding(workers: int) -> str:
     return "|".join(",".join(map(str, cores[i * per:(i + 1) * per])) for i in range(workers))
 
 
+def leave_torchrun_env() -> None:
+    """Forget torchrun's identity of this process before vLLM sets up its own process group."""
+    for key in TORCHRUN_ENV:
+        os.environ.pop(key, None)
+
+
 def set_vllm_env(cfg: Config) -> None:
     """parbench's defaults for vLLM's environment variables, where the user set none."""
+    leave_torchrun_env()
     for key, value in VLLM_ENV_DEFAULTS.items():
         os.environ.setdefault(key, value)
     workers = cfg.parallel.tp * cfg.parallel.pp
@@ -76,7 +94,36 @@ def set_vllm_env(cfg: Config) -> None:
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_binding(workers))
 
 
-def build_llm(cfg: Config, model: str, job_dir: Path):
+def weights_gb(cfg: Config) -> float:
+    """model='s weights at workload.dtype, all devices together."""
+    return count_params(build_model(cfg.model, "meta"), cfg.model).total * ITEMSIZE[cfg.workload.dtype] / GB
+
+
+def resolved_weights(cfg: Config) -> str:
+    """seeded (exported), dummy (vLLM's random weights), or checkpoint (workload.vllm.model's own)."""
+    v = cfg.workload.vllm
+    if v.weights != "auto":
+        return v.weights
+    if v.model is not None:
+        return "checkpoint"
+    return "seeded" if weights_gb(cfg) <= SEEDED_AUTO_MAX_GB else "dummy"
+
+
+def prepare_model(cfg: Config, weights: str, job_dir: Path) -> str:
+    """What vLLM loads: workload.vllm.model, or model= as a Hugging Face folder in the job dir (with
+    the seeded weights, or its config.json alone for dummy weights)."""
+    w = cfg.workload
+    if w.vllm.model is not None:
+        return w.vllm.model
+    path, dtype = job_dir / HF_MODEL_DIR, torch_dtype(w.dtype)
+    if weights == "dummy":
+        return str(export_hf_config(cfg.model, dtype, path))
+    progress(0, f"exporting the seeded weights of model={cfg.model.name} ({weights_gb(cfg):.2f} GB) to {path} "
+                "(workload.vllm.weights=dummy skips this)")
+    return str(export_hf_llama(cfg.model, cfg.seed, dtype, path))
+
+
+def build_llm(cfg: Config, model: str, weights: str, job_dir: Path):
     vllm = import_vllm()
     w, on_cpu = cfg.workload, cfg.hardware.device_type == "cpu"
     memory = ({"kv_cache_memory_bytes": int(w.vllm.kv_cache_gb * GB)} if on_cpu
@@ -87,15 +134,16 @@ def build_llm(cfg: Config, model: str, job_dir: Path):
                     enable_prefix_caching=False, disable_log_stats=False, skip_tokenizer_init=True,
                     max_model_len=w.input_len + w.output_len, max_num_seqs=max(w.batch_size, 1),
                     max_num_batched_tokens=max(w.batch_size * w.input_len, w.input_len + w.output_len),
-                    enforce_eager=w.vllm.enforce_eager, seed=cfg.seed, **memory, **profiling)
+                    load_format="dummy" if weights == "dummy" else "auto",
+                    enforce_eager=resolved_enforce_eager(cfg), seed=cfg.seed, **memory, **profiling)
 
 
-def start_llm(cfg: Config, model: str, job_dir: Path):
+def start_llm(cfg: Config, model: str, weights: str, job_dir: Path):
     """build_llm, with vLLM's refusal (often many lines: pydantic's) as one line, which becomes the
     FAILED run's failure_reason (not chained: the run's reason is the first exception line of the
     traceback, and the message already carries vLLM's)."""
     try:
-        return build_llm(cfg, model, job_dir)
+        return build_llm(cfg, model, weights, job_dir)
     except Exception as e:
         raise RuntimeError(f"vLLM could not start on {model}: {type(e).__name__}: {' '.join(str(e).split())}") from None
 
@@ -158,6 +206,22 @@ def profile_batch(cfg: Config, llm, vllm, job_dir: Path) -> dict:
     return {"metrics": metrics, "artifacts": artifacts, "tags": {}}
 
 
+def engine_tags(llm) -> dict[str, str]:
+    """How vLLM itself set the engine up (its config after start-up, not parbench's request)."""
+    config = llm.llm_engine.vllm_config
+    compilation = config.compilation_config
+    return {"vllm_enforce_eager": str(config.model_config.enforce_eager),
+            "vllm_load_format": str(config.load_config.load_format),
+            "vllm_compilation_mode": getattr(compilation.mode, "name", str(compilation.mode)),
+            "vllm_cudagraph_mode": getattr(compilation.cudagraph_mode, "name", str(compilation.cudagraph_mode))}
+
+
+def kv_cache_blocks(llm) -> tuple[int, int]:
+    """The KV cache blocks vLLM allocated per worker, and their size in tokens."""
+    cache = llm.llm_engine.vllm_config.cache_config
+    return cache.num_gpu_blocks or 0, cache.block_size
+
+
 def model_metrics(cfg: Config, llm, latency: dict[str, float]) -> tuple[dict[str, float], dict[str, str]]:
     """Weights and allocated KV cache per vLLM worker (the native engine's names), decode MBU and
     prefill MFU, for parbench's own model; a tag says why where workload.vllm.model is a model
@@ -166,8 +230,8 @@ def model_metrics(cfg: Config, llm, latency: dict[str, float]) -> tuple[dict[str
     if w.vllm.model is not None:
         why = "n/a (workload.vllm.model is not described by model=)"
         return {}, {"mem_weights_gb": why, "mbu": why, "prefill_mfu": why}
-    cache = llm.llm_engine.vllm_config.cache_config
-    kv_cache_bytes = (cache.num_gpu_blocks or 0) * cache.block_size * kv_bytes_per_token(cfg, parbench_shape(cfg))
+    blocks, block_size = kv_cache_blocks(llm)
+    kv_cache_bytes = blocks * block_size * kv_bytes_per_token(cfg, parbench_shape(cfg))
     metrics = {"mem_weights_gb": memory_per_device_gb(cfg)["weights_per_device_gb"],
                "mem_kv_cache_gb": kv_cache_bytes / GB}
     counts = count_params(build_model(cfg.model, "meta"), cfg.model)
@@ -185,19 +249,24 @@ def run_vllm(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     vllm = import_vllm()
     job_dir = reporter.path.parent
     start = time.perf_counter()
-    model = w.vllm.model or str(export_hf_llama(cfg.model, cfg.seed, torch_dtype(w.dtype), job_dir / HF_MODEL_DIR))
-    progress(0, f"starting vLLM {vllm.__version__} on {model} (tp={cfg.parallel.tp}, pp={cfg.parallel.pp})")
-    llm = start_llm(cfg, model, job_dir)
+    weights, eager = resolved_weights(cfg), resolved_enforce_eager(cfg)
+    model = prepare_model(cfg, weights, job_dir)
+    progress(0, f"starting vLLM {vllm.__version__} on {model} (tp={cfg.parallel.tp}, pp={cfg.parallel.pp}, "
+                f"{weights} weights, {'eager' if eager else 'compiled, CUDA graphs where the device has them'}); "
+                "vLLM's own lines follow: loading, compiling, capturing graphs, KV cache size")
+    llm = start_llm(cfg, model, weights, job_dir)
     build_s = time.perf_counter() - start
     progress(0, f"vLLM ready in {build_s:.1f} s; {w.warmup} warm-up and {w.repeats} measured batches")
     meter = WindowMeter.for_device(env.device)
     batches, first_tokens = measure(cfg, llm, sampling(vllm, w.output_len), reporter, meter)
     (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens))
+    blocks, block_size = kv_cache_blocks(llm)
     metrics = {**latency_metrics(batches, w.output_len, cfg.stats.confidence), **peak_memory_gb(env.device),
-               "model_build_s": build_s}
+               "model_build_s": build_s, "kv_cache_blocks": blocks, "kv_cache_block_tokens": block_size}
     model_figures, tags = model_metrics(cfg, llm, metrics)
     window, window_tags = window_figures(cfg, env, meter, batches)
-    tags.update(window_tags, vllm_version=vllm.__version__, itl_s="n/a (vLLM's offline API reports no per-token times)")
+    tags.update(window_tags, **engine_tags(llm), vllm_version=vllm.__version__, vllm_weights=weights,
+                itl_s="n/a (vLLM's offline API reports no per-token times)")
     results = {"metrics": {**metrics, **model_figures, **window}, "tags": tags, "artifacts": [TOKENS_FILE]}
     if w.profile and cfg.profile.enabled:
         profiled = profile_batch(cfg, llm, vllm, job_dir)

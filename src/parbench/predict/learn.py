@@ -1,0 +1,155 @@
+"""The model's terms fitted from the training runs `parbench calibrate` makes, one term per run, in
+an order where each run adds one unknown to what the earlier ones fixed:
+
+    eager_long       seq x4, batch /4 (same tokens): what the longer sequence adds is attention -> its rate
+    eager_none       the rest of an eager step beyond GEMMs, attention, optimizer -> eager element-wise factor
+    compiled_none    the same for a compiled step -> compiled element-wise factor
+    <mode>_full/selective   the step beyond the mode's none run -> share of the forward it recomputes
+    host_2_layers    a tiny model's peak beyond its tensors -> the runtime's memory overhead
+    eager/compiled_full     peak beyond the states, the (small) saved block inputs -> bytes per logit
+    <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
+    infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
+                     device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
+
+Every prediction is linear in the term being fitted (the term multiplies one part of the step or
+of the memory), so two predictions give the value that matches the run."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from parbench.metrics.fits import fit_line
+from parbench.predict.calibration import Calibration, mode_key
+from parbench.predict.inference import predict_inference
+from parbench.predict.layout import Layout
+from parbench.predict.step import predict_step
+
+
+@dataclass(frozen=True)
+class Run:
+    """One calibration run: its layout and what it measured."""
+
+    layout: Layout
+    step_time_s: float
+    peak_gb: float
+
+
+@dataclass(frozen=True)
+class InferenceRun:
+    """One calibration run of the native inference engine: its layout and median TTFT and TPOT."""
+
+    layout: Layout
+    ttft_s: float
+    tpot_s: float
+
+
+Setter = Callable[[Calibration, float], Calibration]
+PROBES = (50.0, 100.0)
+
+
+def step_time(layout: Layout, cal: Calibration) -> float:
+    return predict_step(layout, cal).step_time_s
+
+
+def peak_memory(layout: Layout, cal: Calibration) -> float:
+    return predict_step(layout, cal).memory.total_gb
+
+
+def solve(predicted: Callable[[Calibration], float], measured: float, cal: Calibration, setter: Setter) -> float:
+    """The value x of a term that the prediction (linear in x) needs to equal the measured figure.
+    The two probes are large, so that the part the term scales is the one that counts (the peak
+    memory is the larger of two moments; a GPU's host time counts only beyond the device's)."""
+    low, high = PROBES
+    at_low, at_high = predicted(setter(cal, low)), predicted(setter(cal, high))
+    return low + (measured - at_low) * (high - low) / (at_high - at_low) if at_high != at_low else math.nan
+
+
+def keyed(field: str, key: str) -> Setter:
+    """A setter of one entry of a per-mode dict of the calibration."""
+    return lambda cal, x: replace(cal, **{field: {**getattr(cal, field), key: x}})
+
+
+def seconds_per_attention_tflop(cal: Calibration, x: float) -> Calibration:
+    return replace(cal, attention_tflops=1 / x if x > 0 else math.inf)
+
+
+class Learner:
+    """Fits term after term into a calibration; a fit that comes out non-positive or non-finite
+    keeps the figure there was and says so in `notes`."""
+
+    def __init__(self, cal: Calibration, runs: dict[str, Run]):
+        self.cal, self.runs, self.notes = cal, runs, []
+
+    def fit(self, what: str, predicted: Callable[[Calibration], float], measured: float, setter: Setter) -> None:
+        x = solve(predicted, measured, self.cal, setter)
+        if math.isfinite(x) and x > 0:
+            self.cal = setter(self.cal, x)
+        else:
+            self.notes.append(f"{what}: the fit gave {x:.3g}, kept the figure there was")
+
+    def time_term(self, run: str, what: str, setter: Setter) -> None:
+        if run in self.runs:
+            r = self.runs[run]
+            self.fit(what, lambda cal: step_time(r.layout, cal), r.step_time_s, setter)
+
+    def memory_term(self, run: str, what: str, setter: Setter) -> None:
+        if run in self.runs:
+            r = self.runs[run]
+            self.fit(what, lambda cal: peak_memory(r.layout, cal), r.peak_gb, setter)
+
+    def attention(self) -> None:
+        """What the long-sequence run takes beyond the short one (the same tokens: only attention differs)."""
+        if "eager_long" in self.runs and "eager_none" in self.runs:
+            short, long_ = self.runs["eager_none"], self.runs["eager_long"]
+            self.fit("attention rate", lambda cal: step_time(long_.layout, cal) - step_time(short.layout, cal),
+                     long_.step_time_s - short.step_time_s, seconds_per_attention_tflop)
+
+
+def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
+    """The calibration with every term the runs measure fitted; notes on the terms kept."""
+    lr = Learner(cal, runs)
+    lr.attention()
+    for mode in ("eager", "compiled"):
+        lr.time_term(f"{mode}_none", f"{mode} element-wise factor", keyed("elementwise_factor", mode))
+        for ac in ("selective", "full"):
+            key = mode_key(mode == "compiled", ac)
+            lr.time_term(f"{mode}_{ac}", f"{key} recompute share", keyed("recompute", key))
+    lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
+    for mode in ("eager", "compiled"):
+        lr.memory_term(f"{mode}_full", f"{mode} bytes per logit", keyed("logits_bytes", mode))
+        for ac in ("none", "selective"):
+            key = mode_key(mode == "compiled", ac)
+            lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
+    return lr.cal, lr.notes
+
+
+def per_step_and_layer(points: list[tuple[float, float]]) -> dict[str, float]:
+    """(layers, seconds) at two or more depths -> seconds per step and per layer, least squares with
+    neither negative: a line, else one through the origin, else a constant."""
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    line = fit_line(xs, ys)
+    if line is None:
+        return {}
+    if line.slope >= 0 and line.intercept >= 0:
+        return {"per_step": line.intercept, "per_layer": line.slope}
+    through_origin = sum(x * y for x, y in points) / sum(x * x for x in xs)
+    if line.intercept < 0 and through_origin > 0:
+        return {"per_step": 0.0, "per_layer": through_origin}
+    return {"per_step": max(0.0, sum(ys) / len(ys)), "per_layer": 0.0}
+
+
+def learn_inference(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
+    """Prefill and decode host time per step and per layer from runs at two depths."""
+    if len(runs) < 2:
+        return cal
+    bare = replace(cal, prefill_host_s={}, decode_host_s={})
+    prefill, decode = [], []
+    for r in runs:
+        p = predict_inference(r.layout.cfg, r.layout.dims, bare)
+        layers = r.layout.cfg.model.layers / r.layout.dims.pp
+        hidden = r.layout.cfg.hardware.device_type != "cpu"  # a GPU's TTFT is the dispatch it waits for
+        prefill.append((layers, r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if hidden else p.prefill.device_s)))
+        decode.append((layers, r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s))
+    return replace(cal, prefill_host_s=per_step_and_layer(prefill), decode_host_s=per_step_and_layer(decode))

@@ -1,0 +1,63 @@
+"""The machine's figures from `parbench calibrate`'s microbenchmarks: the matmul rate curve, and
+per link scope the latency and bus bandwidth of the collectives, with the overlap the profiled
+dp and fsdp runs measured (docs/plan.md, Calibration)."""
+
+from __future__ import annotations
+
+from parbench.config.schema import HardwareConfig
+from parbench.metrics.fits import fit_alpha_beta, fit_line
+from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.comm import BUS_FACTOR
+
+FITTED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def fit_link(points: list[tuple[float, float]]) -> LinkFit:
+    """(bus bytes = size x bus factor, seconds) of the collectives microbenchmark -> latency and bus
+    bandwidth of the alpha-beta model (metrics.fits: least squares on relative error)."""
+    fit = fit_alpha_beta([b for b, _ in points], [t for _, t in points])
+    return LinkFit(latency_s=max(fit.alpha_s, 0.0), busbw_gbps=fit.bandwidth_gbps)
+
+
+def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate) of
+    rate(F) = R F / (F + H): 1/rate is linear in 1/F with intercept 1/R and slope H/R."""
+    line = fit_line([1 / f for f, _ in points], [1 / r for _, r in points])
+    if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
+        return max(r for _, r in points), 0.0
+    return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
+
+
+def matmul_points(metrics: dict) -> list[tuple[float, float]]:
+    points = []
+    for key, tflops in metrics.items():
+        if key.startswith("matmul_tflops/"):
+            m, k, n = (int(v) for v in key.split("/")[1].split("x"))
+            points.append((2.0 * m * k * n, tflops))
+    return points
+
+
+def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:
+    """(bus bytes, seconds) of every timed collective size."""
+    points = []
+    for key, us in metrics.items():
+        parts = key.split("/")
+        if parts[0] == "time_us" and len(parts) == 3 and parts[1] in FITTED_OPS:
+            points.append((int(parts[2]) * BUS_FACTOR[parts[1]](ranks), us * 1e-6))
+    return points
+
+
+def fit_links(hw: HardwareConfig, results: dict[str, dict], base: Calibration) -> dict:
+    """The link and overlap figures the collectives and profiled runs measure; a single-node run
+    measures the intra-node link (and stands in for the inter-node one where nothing else gives it),
+    a multi-node run the inter-node one. None on one device."""
+    if "collectives" not in results:
+        return {}
+    link = fit_link(link_points(results["collectives"], hw.nodes * hw.gpus_per_node))
+    links = {"inter_node": link} if hw.nodes > 1 else {"intra_node": link}
+    if not base.inter_node.busbw_gbps:
+        links.setdefault("inter_node", link)
+    overlap = {**base.overlap, "dp": results["train_dp"].get("overlap_pct", 0.0) / 100,
+               "fsdp": results["train_fsdp"].get("overlap_pct", 0.0) / 100}
+    overlap["zero"] = overlap["fsdp"]
+    return {**links, "overlap": overlap}

@@ -1,0 +1,158 @@
+"""`parbench calibrate` as a user meets it, with each benchmark's result made by the model from a
+known calibration (the runs themselves are the CLI's, tested elsewhere): one device ends with a
+profile in the user's directory and the shipped ones untouched, an interrupted calibration goes
+on at the next run, and the fits give back the figures that made the results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from parbench import calibrate
+from parbench.prepare import validate
+from parbench.paths import CONF_DIR
+from parbench.predict import predict
+from parbench.predict.calibration import load_calibration, user_calibration_dir
+from parbench.predict.inference import predict_inference
+from parbench.predict.step import predict_step
+from conftest import compose
+
+ONE_CPU = ["hardware=cpu", "hardware.gpus_per_node=1"]
+REAL_RUN = subprocess.run  # what is not a calibration run (mlflow's own git calls) runs for real
+TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, elementwise_factor={"eager": 2.5, "compiled": 1.2},
+                recompute={"eager/selective": 0.3, "eager/full": 0.9, "compiled/full": 0.8},
+                activation_scale={"eager/none": 1.3, "eager/selective": 1.1, "compiled/none": 0.7},
+                logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_layer=1e-3, host_s_per_layer_compiled=0.4e-3,
+                prefill_host_s={"per_step": 2e-3, "per_layer": 5e-4}, decode_host_s={"per_step": 1e-3, "per_layer": 1e-4})
+
+
+def synthetic_metrics(overrides: list[str], name: str) -> dict:
+    """What the run would measure on a machine that TRUTH describes exactly."""
+    if name == "matmul":
+        return {f"matmul_tflops/{n}x{n}x{n}": TRUTH.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
+    if name == "membw":
+        return {"membw_gbps": TRUTH.membw_gbps}
+    layout = calibrate.benchmark_layout(overrides, name)
+    if name.startswith("infer_"):
+        p = predict_inference(layout.cfg, layout.dims, TRUTH)
+        return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
+    p = predict_step(layout, TRUTH)
+    return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb}
+
+
+class FakeRuns:
+    """subprocess.run for the calibration's runs: writes the job's results.json; interrupts at `stop`."""
+
+    def __init__(self, overrides: list[str], stop: str | None = None):
+        self.overrides, self.stop, self.names = overrides, stop, []
+
+    def __call__(self, cmd, **kwargs):
+        if "parbench" not in cmd:
+            return REAL_RUN(cmd, **kwargs)
+        job_dir = Path(next(a for a in cmd if a.startswith("hydra.run.dir=")).split("=", 1)[1])
+        name = job_dir.name
+        if name == self.stop:
+            raise KeyboardInterrupt
+        self.names.append(name)
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / "results.json").write_text(json.dumps({"metrics": synthetic_metrics(self.overrides, name)}))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+def test_one_device_calibration_saves_a_profile_outside_the_source_tree(monkeypatch, tmp_path, capsys):
+    """`parbench calibrate hardware=cpu hardware.gpus_per_node=1`: no link to fit, no traceback,
+    the profile in the user's directory (which runs then read), conf/calibrations left alone."""
+    shipped = (CONF_DIR / "calibrations" / "cpu.yaml").read_text()
+    runs = FakeRuns(ONE_CPU)
+    monkeypatch.setattr(subprocess, "run", runs)
+    assert calibrate.main([*ONE_CPU, "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]) == 0
+    out = capsys.readouterr().out
+    assert "collectives" not in runs.names and "one device: no link" in out
+    assert (CONF_DIR / "calibrations" / "cpu.yaml").read_text() == shipped
+    mine = user_calibration_dir() / "cpu.yaml"
+    assert mine.exists() and load_calibration("cpu").source.startswith("measured")
+    mine.unlink()
+
+
+def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path):
+    runs = FakeRuns(ONE_CPU)
+    monkeypatch.setattr(subprocess, "run", runs)
+    cfg, overrides = calibrate.local_config(ONE_CPU)
+    results = calibrate.run_all(overrides, calibrate.benchmarks(cfg), tmp_path)
+    cal, notes = calibrate.fit(cfg, overrides, results, load_calibration("cpu"))
+    assert not [n for n in notes if "kept the figure" in n]
+    assert cal.attention_tflops == pytest.approx(TRUTH.attention_tflops, rel=1e-2)
+    assert (cal.host_s_per_step, cal.host_s_per_layer, cal.host_s_per_layer_compiled) == pytest.approx(
+        (3e-3, 1e-3, 0.4e-3), rel=1e-2)
+    for field in ("elementwise_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
+                  "decode_host_s"):
+        assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
+
+
+def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_path, capsys):
+    """Ctrl-C during run k+1 of n: the k finished are kept; the same command runs k+1..n only."""
+    args = [*ONE_CPU, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "cpu.yaml"),
+            f"tracking.uri=sqlite:///{tmp_path}/m.db"]
+    first = FakeRuns(ONE_CPU, stop="eager_none")
+    monkeypatch.setattr(subprocess, "run", first)
+    assert calibrate.main(args) == 130
+    assert "interrupted after 3 of" in capsys.readouterr().err and not (tmp_path / "cpu.yaml").exists()
+    second = FakeRuns(ONE_CPU)
+    monkeypatch.setattr(subprocess, "run", second)
+    assert calibrate.main(args) == 0
+    assert second.names[0] == "eager_none" and not set(first.names) & set(second.names)
+    assert (tmp_path / "cpu.yaml").exists()
+
+
+def test_a_failed_run_ends_with_its_reason_not_a_traceback(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "boom")
+                        if "parbench" in cmd else REAL_RUN(cmd, **kw))
+    assert calibrate.main([*ONE_CPU, "--work", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "calibration run matmul failed (exit 1)" in err and "Traceback" not in err
+
+
+def predicted(cal, *overrides: str):
+    cfg = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", *overrides)
+    p = predict(cfg, validate(cfg, None), cal)
+    return p.step_time_s, p.memory.total_gb
+
+
+# Measured on one H100 (docs/results/2026-11-24_calibration_h100/measured.json, the 1B Llama's shapes at
+# 8 layers): against eager without checkpointing, compile is faster and holds less, full and
+# selective checkpointing are slower and hold less; compiled, full checkpointing is slower and holds less.
+MEASURED_DIRECTIONS = {("eager", "none", "compiled", "none"): (-1, -1), ("eager", "none", "eager", "full"): (1, -1),
+                       ("eager", "none", "eager", "selective"): (1, -1), ("compiled", "none", "compiled", "full"): (1, -1)}
+
+
+def mode(compiled: str, ac: str) -> list[str]:
+    return [f"workload.compile={str(compiled == 'compiled').lower()}", f"workload.activation_checkpointing={ac}"]
+
+
+@pytest.mark.parametrize("change", list(MEASURED_DIRECTIONS), ids=lambda c: "->".join(c))
+def test_compile_and_checkpointing_move_the_prediction_in_the_measured_direction(change):
+    """With the shipped H100 profile: step time on another shape than the calibration's (the whole
+    1B model at 4096 tokens), peak memory there and on the tiny model."""
+    cal = load_calibration(str(CONF_DIR / "calibrations" / "h100_sxm.yaml"))
+    time_sign, memory_sign = MEASURED_DIRECTIONS[change]
+    for shape, check_time in ((["model=llama3_2_1b", "workload.seq_len=4096", "workload.batch_size=2"], True),
+                              (["model=tiny"], False)):
+        (t0, m0), (t1, m1) = predicted(cal, *shape, *mode(*change[:2])), predicted(cal, *shape, *mode(*change[2:]))
+        assert (m1 - m0) * memory_sign > 0, shape
+        assert not check_time or (t1 - t0) * time_sign > 0, shape
+
+
+def test_an_uncalibrated_gpu_run_says_so_and_the_tiny_model_is_not_far_off():
+    """No profile for h200: the table's note names the spec figures and the command that measures
+    them; the tiny model's first run (8.2 ms a step measured on one H100) is predicted within 2x."""
+    from parbench.orchestrator import prediction_source
+
+    cfg = compose("hardware=h200", "hardware.gpus_per_node=1")
+    p = predict(cfg, validate(cfg, None))
+    assert "spec figures" in prediction_source(cfg, p.as_dict())
+    assert "parbench calibrate hardware=h200" in prediction_source(cfg, p.as_dict())
+    assert 8.2e-3 / 2 < p.step_time_s < 8.2e-3 * 2
