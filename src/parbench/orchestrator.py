@@ -104,7 +104,7 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
     with system_metrics(job.run.run_id, job.run.store.uri, cfg.tracking) if job.run is not None else nullcontext():
-        outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg, nproc),
+        outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg),
                                ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
                                cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
     if topology.is_alive():

@@ -15,6 +15,7 @@ STEPS_FILE = "steps.jsonl"  # rank 0: one JSON line per step, so a crash loses n
 RESULTS_FILE = "results.json"  # rank 0: metrics, tags, artifacts at the end
 PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file becomes an artifact
 INFERENCE_LAYERS_FILE = "inference_layers.csv"  # native engine: ms per step of each phase, layer and op type
+PLAN_FILE = "plan.json"  # the orchestrator: what the job runs (workload, layout, prediction)
 SKIPPED_FILE = "skipped.json"  # the job was skipped: its config already has a FINISHED run (resume)
 
 

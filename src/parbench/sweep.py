@@ -45,7 +45,8 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
     then the run closed (status None: FINISHED if any point finished, else FAILED). Returns the
     number of points that did not finish."""
     from parbench.report.build import sweep_report
-    from parbench.report.summary import format_runs, markdown_table, sweep_table
+    from parbench.report.mlflow_view import describe_sweep
+    from parbench.report.summary import format_runs, sweep_table
     from parbench.tracking.store import REUSED_TAG, Store
 
     parent = json.loads((sweep_dir / PARENT_FILE).read_text())
@@ -59,9 +60,8 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
     table.to_csv(csv, index=False)
     store.log_artifacts(run_id, [csv])
     title = f"{plural(len(table), 'point')}" + (f", {len(reused)} reused from earlier runs" if reused else "")
-    # The parent run's description: the first click in the MLflow UI shows the figures.
-    store.set_tags(run_id, {"mlflow.note.content": f"**{title}** of `{sweep_dir}`\n\n{markdown_table(table)}",
-                            "skipped": str(len(reused)), **({"failure_reason": reason} if reason else {})})
+    store.set_tags(run_id, {"skipped": str(len(reused)), **({"failure_reason": reason} if reason else {})})
+    link = describe_sweep(store, run_id, runs, sweep_dir)  # what the MLflow UI shows at the first click
     reports = sweep_report(store, run_id, runs, sweep_dir)
     unfinished = int((table["status"] != "FINISHED").sum()) if len(table) else 0
     store.close(run_id, status or ("FINISHED" if len(table) > unfinished else "FAILED"))
@@ -71,7 +71,7 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
         print(f"Reused {plural(len(reused), 'point')} that already had a FINISHED run with the same config "
               "(resume=true; resume=false runs them again)")
     print("".join(f"Report: {path}\n" for path in reports), end="")
-    print(f"Summary CSV: {csv}\nCompare the runs: {store.where_to_look(run_id)}", flush=True)
+    print(f"Summary CSV: {csv}\nCompare the runs: {link}", flush=True)
     return unfinished
 
 

@@ -41,7 +41,7 @@ def test_two_node_static_rendezvous_on_localhost(tmp_path):
     def launch(rank: int) -> None:
         cmd = torchrun_command(cfg, NodeInfo(rank, 2, "127.0.0.1", cfg.launch.master_port), tmp_path, nproc_per_node=1)
         assert f"--node-rank={rank}" in cmd and "--master-addr=127.0.0.1" in cmd
-        outcomes[rank] = run_torchrun(cmd, worker_env(cfg, 1), tmp_path / f"node{rank}.log", 240, 40)
+        outcomes[rank] = run_torchrun(cmd, worker_env(cfg), tmp_path / f"node{rank}.log", 240, 40)
 
     threads = [threading.Thread(target=launch, args=(r,)) for r in (0, 1)]
     for t in threads:

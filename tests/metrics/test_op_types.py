@@ -49,3 +49,14 @@ def test_kernel_time_counts_once_under_its_launching_ops_scope():
     shares = shares_pct(op_time_by_category(gpu_profile(mlp, attention, gemv, sdpa, all_reduce, *kernels),
                                             on_device=True))
     assert shares == pytest.approx({"mlp": 66.67, "attention": 22.22, "all_reduce": 11.11}, abs=0.01)
+
+
+def test_time_in_the_step_outside_every_op_is_named_not_other():
+    """A pipeline stage waits for the next one inside its step range but outside every op (gloo's
+    send blocks between ops): that self time of the step range is `outside_ops`, not `other`."""
+    step = Event(STEP_RANGE, 0.0, device_time=900.0)
+    attention = Event(scope_name("attention"), 1.0, cpu_parent=step)
+    mm = Event("aten::mm", 2.0, device_time=100.0, cpu_parent=attention)
+    stray = Event("aten::empty", 3.0, device_time=10.0, cpu_parent=step)
+    shares = shares_pct(op_time_by_category(gpu_profile(step, attention, mm, stray), on_device=True))
+    assert shares == pytest.approx({"outside_ops": 89.11, "attention": 9.90, "other": 0.99}, abs=0.01)

@@ -49,7 +49,7 @@ def test_profiled_dp_and_fsdp_report_the_collectives_they_run(cli):
 
     assert report.main(["--uri", cli.uri, "--out", str(cli.root / "report")]) == 0
     table = pd.read_csv(cli.root / "report" / "training.csv")
-    assert len(table) == 2 and "fastest" in set(table["vs_fastest"])
+    assert len(table) == 2 and table["vs_fastest"].iloc[0] in {"fastest", "tied for fastest"}  # both on 2 ranks
     assert (table["step_time_s_ci_low"] <= table["step_time_s"]).all()
     assert (cli.root / "report" / "training_breakdown.png").stat().st_size > 0
     assert (cli.root / "report" / "training_layers.png").stat().st_size > 0  # from the runs' profile/layers.csv

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import Cli
 from parbench.__main__ import main as parbench_main
+from parbench.fmt import format_metric
 from parbench.report.__main__ import main as report_main
 from parbench.report.baseline import significance
 from parbench.metrics.fits import fit_alpha_beta, fit_line
@@ -32,6 +33,7 @@ def sweep(root, name: str, uri: str, *overrides: str) -> Cli:
     cli.uri = uri
     proc = cli.run(*overrides, multirun=True, timeout=900, check=False)
     assert proc.returncode in (0, 1), proc.stderr  # 1: a point FAILED, on purpose (strong scaling's 3 ranks)
+    cli.stdout = proc.stdout
     return cli
 
 
@@ -84,7 +86,7 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     assert table.loc[2, "speedup"] == pytest.approx(step["1"] / step["2"], rel=1e-9)
     assert table.loc[2, "parallel_efficiency"] == pytest.approx(step["1"] / step["2"] / 2, rel=1e-9)
     assert table.loc[1, "speedup"] == pytest.approx(1.0)
-    assert set(table["vs_fastest"]) <= {"fastest", "indistinguishable", "slower"}
+    assert set(table["vs_fastest"]) == {"only run"}  # one run per device count: nothing to rank within
 
 
 def test_cli_latest_sweep_and_baseline(strong, store, monkeypatch, capsys):
@@ -174,3 +176,34 @@ def test_a_change_is_significant_only_when_the_intervals_part():
     assert significance(run(110, 120), run(90, 100), "throughput_tokens_per_s") == "significant"
     assert significance(run(95, 120), run(90, 100), "throughput_tokens_per_s") == "within noise"
     assert significance(run(95, 120), pd.Series(dtype=float), "throughput_tokens_per_s") == "no interval logged"
+
+
+def test_the_mlflow_ui_shows_the_sweep_at_the_first_click(strong, store):
+    """After a real sweep: the parent run's headline metrics and description (verdict, every point
+    best first), the saved view the printed link opens, each child's own description."""
+    root, uri = store
+    client = mlflow.MlflowClient(uri)
+    parent = client.get_run(parent_id(strong))
+    finished = {r.info.run_name: r for r in client.search_runs([parent.info.experiment_id],
+                                                               f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+                if r.info.status == "FINISHED"}
+    best = max(r.data.metrics["throughput_tokens_per_s"] for r in finished.values())
+    assert parent.data.metrics["best_throughput_tokens_per_s"] == pytest.approx(best, rel=1e-3)  # 4 digits
+    assert parent.data.metrics["points_finished"] == 2 and parent.data.metrics["points_failed"] == 1
+    note = parent.data.tags["mlflow.note.content"]
+    assert note.startswith("**Verdict.** On 1 device: only **") and "Strong scaling against one baseline" in note
+    table = note.split("```")[1].strip().splitlines()
+    assert table[0].split()[:2] == ["run", "status"] and "FAILED" in table[-1]  # best first, the failed point last
+    assert format_metric("throughput_tokens_per_s", best) in table[1] and "FINISHED" in table[2]
+    view = client.get_experiment(parent.info.experiment_id).tags[f"mlflow.sharedViewState.sweep-{parent.info.run_id[:12]}"]
+    state = json.loads(view)
+    assert state["orderByKey"] == "metrics.`throughput_tokens_per_s`" and state["orderByAsc"] is False
+    assert parent.info.run_id in state["searchFilter"] and "metrics.`mfu`" in state["selectedColumns"]
+    assert f"#/experiments/{parent.info.experiment_id}/runs?viewStateShareKey=sweep-" in strong.stdout  # the printed link
+    experiment_note = client.get_experiment(parent.info.experiment_id).tags["mlflow.note.content"]
+    assert experiment_note.startswith("**Latest sweep**") and f"viewStateShareKey=sweep-{parent.info.run_id[:12]}" in experiment_note
+    child = next(iter(finished.values())).data.tags["mlflow.note.content"]
+    assert child.startswith("**FINISHED**") and "tokens/s **" in child and "ui.perfetto.dev" in child
+    names = [r.info.run_name for r in client.search_runs([parent.info.experiment_id],
+                                                        f"tags.mlflow.parentRunId = '{parent.info.run_id}'")]
+    assert len(set(names)) == len(names)

@@ -31,6 +31,11 @@ def test_a_six_point_sweep_over_two_keys_gets_six_short_names_naming_both():
         assert len(name) < 60
 
 
+def test_single_process_points_of_a_world_size_sweep_have_distinct_names():
+    names = [label(f"parallel={p}", f"hardware.gpus_per_node={n}") for p in ("dp", "fsdp") for n in (1, 2)]
+    assert names == ["tiny 1 rank seq64 mbs4", "tiny dp2 seq64 mbs4", "tiny 1 rank fsdp seq64 mbs4", "tiny fsdp2 seq64 mbs4"]
+
+
 def test_inference_and_overridden_keys_show_their_leaf_names():
     assert label("workload=inference", "workload.input_len=32", "seed=3") == "tiny 1 rank inference in32 out16 bs4 seed=3"
     assert "lr=0.1" in label("workload.lr=0.1", "tracking.experiment=x")

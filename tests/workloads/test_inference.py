@@ -25,7 +25,8 @@ from parbench.models.build import build_initialized, build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import fuse_projections, init_module
 from parbench.parallel.materialize import init_pieces, materialize_like_unsharded
-from parbench.report.inference import decode_modes, scaling_table
+from parbench.report.inference import decode_modes
+from parbench.report.inference_verdict import scaling_table, with_intervals
 from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
 from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
 from parbench.workloads.inference.latency import BatchTiming, RequestTiming, latency_metrics, mbu_metrics
@@ -470,6 +471,7 @@ def test_scaling_table_and_plots(tmp_path):
     logged = pd.DataFrame({"tags.decode_mode": ["compile", None, None],
                            "params.workload.cuda_graph": [None, "True", None]})
     assert decode_modes(logged).tolist() == ["compile", "graph", "eager"]  # runs logged before decode_mode existed
-    for plot, name in ((plot_latency_vs_input, "a.png"), (plot_vs_batch, "b.png"), (plot_throughput_bars, "c.png")):
-        path = plot(runs, tmp_path / name)
+    for plot, name in ((lambda r, p: plot_latency_vs_input(r, p, 3), "a.png"), (plot_vs_batch, "b.png"),
+                       (plot_throughput_bars, "c.png")):
+        path = plot(with_intervals(runs), tmp_path / name)
         assert path is not None and path.stat().st_size > 10_000

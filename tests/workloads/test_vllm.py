@@ -91,7 +91,7 @@ def test_vllm_latency_sweep_logs_the_native_engines_metric_names(cli):
     assert (runs["metrics.e2e_s_p50"] > runs["metrics.ttft_s_p50"]).all()
     assert runs["tags.itl_s"].str.startswith("n/a").all()
     report = cli.root / "sweep" / "report"  # the sweep's report: one latency table, the engine in the layout
-    assert set(pd.read_csv(report / "inference_latency.csv")["layout"]) == {"vllm_tp1_pp1"}
+    assert set(pd.read_csv(report / "inference_latency.csv")["layout"]) == {"vllm 1 rank"}
     assert (report / "inference_vs_batch.png").exists()
 
 
@@ -108,7 +108,7 @@ def test_vllm_tp2_decodes_like_tp1_and_reports_its_overhead(cli):
     assert tp2["metrics.mem_weights_gb"] < runs.loc["1", "metrics.mem_weights_gb"]
     assert tp2["metrics.decode_op_pct_all_reduce"] > 0  # vLLM's CPU all-reduce (_C::shm_allreduce), from its trace
     table = pd.read_csv(cli.root / "sweep" / "report" / "inference_overhead.csv")
-    assert list(table["layout"]) == ["vllm_tp2_pp1"]
+    assert list(table["layout"]) == ["vllm tp2"]
 
 
 @pytest.mark.timeout(2400)

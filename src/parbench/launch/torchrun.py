@@ -46,12 +46,14 @@ def torchrun_command(cfg: Config, node: NodeInfo, job_dir: Path, nproc_per_node:
     return cmd + ["-m", "parbench.worker", str(job_dir)]
 
 
-def worker_env(cfg: Config, nproc_per_node: int) -> dict[str, str]:
+def worker_env(cfg: Config) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if cfg.hardware.device_type == "cpu":
-        # torchrun would set 1 thread per rank; share the cores out instead.
-        cpus = int(os.environ.get("SLURM_CPUS_ON_NODE", os.cpu_count() or 1))  # a SLURM job: its share
-        env["OMP_NUM_THREADS"] = str(max(1, cpus // nproc_per_node))
+        # A CPU "device" is one core: one intra-op thread per rank, whatever the world size. Sharing
+        # the cores out gave a 1-rank run both cores, so its speedup baseline was 2 cores, and under
+        # other load its 2-thread ops stalled at every barrier (150x slower decode, docs/measurement.md).
+        # launch.env.OMP_NUM_THREADS overrides it.
+        env["OMP_NUM_THREADS"] = "1"
     env.update({k: str(v) for k, v in cfg.launch.env.items()})
     return env
 

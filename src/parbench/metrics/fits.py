@@ -8,26 +8,43 @@ from dataclasses import dataclass
 import numpy as np
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (a df between two rows takes the smaller one:
+# the wider interval); beyond the table, the normal 1.96.
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(df: int) -> float:
+    return T95[max(k for k in T95 if k <= df)] if df <= 30 else 1.96
+
+
 @dataclass(frozen=True)
 class LineFit:
     slope: float
     intercept: float
     r2: float
     points: int
+    slope_low: float = float("nan")  # the slope's 95 % interval; NaN with 2 points (no residual to judge)
+    slope_high: float = float("nan")
 
     def __call__(self, x):
         return self.intercept + self.slope * np.asarray(x, dtype=float)
 
 
 def fit_line(x, y) -> LineFit | None:
-    """y = intercept + slope x by least squares, with R^2; None with fewer than 2 distinct x."""
+    """y = intercept + slope x by least squares, with R^2 and, from 3 points, the slope's 95 %
+    interval (standard error times Student's t); None with fewer than 2 distinct x."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(np.unique(x)) < 2:
         return None
     slope, intercept = np.polyfit(x, y, 1)
     residual = float(np.sum((y - (intercept + slope * x)) ** 2))
     total = float(np.sum((y - y.mean()) ** 2))
-    return LineFit(float(slope), float(intercept), 1.0 - residual / total if total > 0 else 1.0, len(x))
+    r2 = 1.0 - residual / total if total > 0 else 1.0
+    if len(x) < 3:
+        return LineFit(float(slope), float(intercept), r2, len(x))
+    error = t95(len(x) - 2) * np.sqrt(residual / (len(x) - 2) / float(np.sum((x - x.mean()) ** 2)))
+    return LineFit(float(slope), float(intercept), r2, len(x), float(slope - error), float(slope + error))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ BREAKDOWN = (("compute_s", "compute", "#4C72B0"), ("exposed_comm_s", "exposed co
              ("memcpy_s", "memcpy", "#55A868"), ("idle_s", "idle", "#BBBBBB"))
 PHASES = ("forward", "backward", "optimizer")
 TOP_OPS = 7
+TEXT = 10  # points: at 110 dpi, about 13 px where the report shows a figure at 85 % of its size
 
 
 def save_profile_plots(folder: Path, tables: dict[str, pd.DataFrame]) -> list[Path]:
@@ -42,7 +43,7 @@ def stacked_breakdown(ax, labels: list[str], frame: pd.DataFrame) -> None:
         ax.bar(labels, values, bottom=bottom, label=label, color=color)
         bottom = bottom + values
     ax.set_ylabel("ms per step")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=TEXT)
 
 
 def step_breakdown_plot(steps: pd.DataFrame, path: Path) -> Path:
@@ -52,7 +53,7 @@ def step_breakdown_plot(steps: pd.DataFrame, path: Path) -> Path:
     comm_pct = 100 * per_rank["comm_s"].sum() / per_rank["wall_s"].sum()
     exposed = 100 * per_rank["exposed_comm_s"].sum() / per_rank["wall_s"].sum()
     ax.set_title(f"Step time breakdown (mean of {steps['step'].nunique()} profiled steps)\n"
-                 f"comm {comm_pct:.1f}% of the step, exposed {exposed:.1f}%", fontsize=10)
+                 f"comm {comm_pct:.1f}% of the step, exposed {exposed:.1f}%", fontsize=TEXT + 1)
     return _save(fig, path)
 
 
@@ -65,9 +66,9 @@ def op_share_plot(ops: pd.DataFrame, path: Path) -> Path:
         shown = by_op.head(TOP_OPS)
         if len(by_op) > TOP_OPS:
             shown = pd.concat([shown, pd.Series({"other": by_op.iloc[TOP_OPS:].sum()})])
-        ax.pie(shown.values, labels=[_short(op) for op in shown.index], autopct="%1.0f%%", textprops={"fontsize": 7})
-        ax.set_title(f"{phase}: {by_op.sum() * 1e3:.1f} ms", fontsize=10)
-    fig.suptitle("Op share of time per phase (rank 0, profiled steps)", fontsize=11)
+        ax.pie(shown.values, labels=[_short(op) for op in shown.index], autopct="%1.0f%%", textprops={"fontsize": TEXT})
+        ax.set_title(f"{phase}: {by_op.sum() * 1e3:.1f} ms", fontsize=TEXT + 1)
+    fig.suptitle("Op share of time per phase (rank 0, profiled steps)", fontsize=TEXT + 2)
     return _save(fig, path)
 
 
@@ -88,27 +89,30 @@ def heatmap(grid: pd.DataFrame, path: Path, title: str, unit: str, digits: int =
             xlabel: str = "", ylabel: str = "") -> Path:
     """Each cell coloured and labelled with its value (NaN cells stay blank)."""
     values = grid.to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(2.6 + 1.3 * len(grid.columns), 1.3 + 0.36 * len(grid)))
+    fig, ax = plt.subplots(figsize=(3.2 + 1.2 * len(grid.columns), 1.6 + 0.42 * len(grid)))
     image = ax.imshow(values, aspect="auto", cmap="viridis")
-    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns], fontsize=8,
+    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns], fontsize=TEXT,
                   rotation=30 if len(grid.columns) > 3 else 0, ha="right" if len(grid.columns) > 3 else "center")
-    ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=8)
+    ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=TEXT)
     for (row, col), value in np.ndenumerate(values):
         if not np.isnan(value):
-            ax.text(col, row, f"{value:.{digits}f}", ha="center", va="center", fontsize=7,
+            ax.text(col, row, f"{value:.{digits}f}", ha="center", va="center", fontsize=TEXT,
                     color="black" if image.norm(value) > 0.6 else "white")
     ax.set(xlabel=xlabel, ylabel=ylabel)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=TEXT + 1)
     fig.colorbar(image, ax=ax, label=unit)
     return _save(fig, path)
 
 
 def runs_breakdown_plot(runs: pd.DataFrame, path: Path) -> Path:
     """Cross-run stacked bars: columns compute_s, exposed_comm_s, memcpy_s, idle_s per run."""
-    fig, ax = plt.subplots(figsize=(max(5, 1.4 * len(runs) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.2 * len(runs) + 3), 4.8))
     stacked_breakdown(ax, list(runs.index), runs)
-    ax.tick_params(axis="x", rotation=30, labelsize=8)
-    ax.set_title("Step time breakdown per run", fontsize=10)
+    ax.tick_params(labelsize=TEXT)
+    for label in ax.get_xticklabels():
+        label.set_rotation(25)
+        label.set_ha("right")
+    ax.set_title("Step time breakdown per run", fontsize=TEXT + 1)
     return _save(fig, path)
 
 
@@ -121,20 +125,31 @@ def _layer_order(name: str) -> tuple:
     return (3, name) if name == "-" else (2, {"norm": 0, "output": 1}.get(name, 2), name)
 
 
+# Op types in a fixed order, so each keeps its colour in every pie of every run (others follow).
+# The first ten take tab10's colours (`other` its grey), the rest tab20's light ones.
+OP_TYPES = ("attention", "mlp", "norm", "embedding", "lm_head", "sampling", "all_reduce", "other", "outside_ops",
+            "p2p", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def op_type_colours(op_types: list[str]) -> dict[str, tuple]:
+    order = list(OP_TYPES) + sorted(set(op_types) - set(OP_TYPES))
+    palette = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("tab20")(2 * i + 1) for i in range(10)]
+    return {op: palette[order.index(op) % len(palette)] for op in op_types}
+
+
 def plot_phase_pies(shares: dict[str, dict[str, float]], path: Path, title: str = "") -> Path:
     """One pie of op-type shares (% of op time) per phase (prefill, decode)."""
-    fig, axes = plt.subplots(1, len(shares), figsize=(4.4 * len(shares), 3.6))
-    op_types = list(dict.fromkeys(op for table in shares.values() for op in table))
-    colour = {op: plt.get_cmap("tab10")(i % 10) for i, op in enumerate(op_types)}  # one colour per op type in every pie
+    fig, axes = plt.subplots(1, len(shares), figsize=(5.4 * len(shares), 4.0))
+    colour = op_type_colours([op for table in shares.values() for op in table])
     for ax, (phase, table) in zip([axes] if len(shares) == 1 else axes, shares.items()):
         # Percentages on slices of 5% or more (smaller ones would overlap); the legend has all.
         wedges, *_ = ax.pie(list(table.values()), startangle=90, counterclock=False, colors=[colour[op] for op in table],
-                            autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": 8})
-        ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=7, loc="center left",
+                            autopct=lambda pct: f"{pct:.0f}%" if pct >= 5 else "", textprops={"fontsize": TEXT})
+        ax.legend(wedges, [f"{k} {v:.1f}%" for k, v in table.items()], fontsize=TEXT, loc="center left",
                   bbox_to_anchor=(1.0, 0.5))
-        ax.set_title(f"{phase}: share of op time (%)", fontsize=9)
+        ax.set_title(f"{phase}: share of op time (%)", fontsize=TEXT + 1)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=TEXT + 1)
     return _save(fig, path)
 
 

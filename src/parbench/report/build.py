@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 from parbench.report import document, fmt
 from parbench.report.baseline import baseline_section
 from parbench.report.document import Paragraph, Report, Section, Table
-from parbench.report.inference import inference_runs, inference_section, log_scaling, scaling_table
+from parbench.report.inference import inference_runs, inference_section
+from parbench.report.inference_verdict import log_scaling, scaling_table
 from parbench.report.microbench import microbench_section
 from parbench.report.runs import ReportError, RunSet, annotate
 from parbench.report.training import training_section

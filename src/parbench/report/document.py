@@ -16,7 +16,7 @@ from parbench.report.fmt import DASH
 
 MARKDOWN = "report.md"
 HTML = "report.html"
-WIDE_PX = 1000  # figures wider than this take the page's width; narrower ones sit two a row
+FIGURE_SCALE = 0.85  # figures are shown at 85 % of their pixel size (at most the page's width): one text size in all
 
 
 @dataclass
@@ -132,9 +132,8 @@ th, td { border: 1px solid #d0d7de; padding: 4px 9px; text-align: right; white-s
 th { background: #f3f5f8; }
 td:first-child, th:first-child { text-align: left; }
 tr:nth-child(even) td { background: #fafbfc; }
-figure { margin: 1em 1% 1em 0; display: inline-block; vertical-align: top; width: 48%; }
-figure.wide { width: 98%; }
-figure img { max-width: 100%; border: 1px solid #eee; }
+figure { margin: 1em 1% 1em 0; display: inline-block; vertical-align: top; max-width: 98%; }
+figure img { width: 100%; border: 1px solid #eee; }
 figcaption, .caption { color: #555; font-size: 13px; font-style: italic; }
 .csv { font-size: 12px; color: #777; }
 code { background: #f3f5f8; padding: 0 3px; border-radius: 3px; }
@@ -162,8 +161,8 @@ def _html_section(section: Section, level: int) -> list[str]:
             parts.append(f"{caption}<div class='table-wrap'>{table}</div><div class='csv'>{block.csv}</div>")
         elif isinstance(block, Figure):
             png = block.path.read_bytes()
-            wide = " class='wide'" if _png_width(png) > WIDE_PX else ""
-            parts.append(f"<figure{wide}><img src='data:image/png;base64,{base64.b64encode(png).decode()}' "
+            width = round(_png_width(png) * FIGURE_SCALE)
+            parts.append(f"<figure style='width: {width}px'><img src='data:image/png;base64,{base64.b64encode(png).decode()}' "
                          f"alt='{html.escape(block.caption)}'>"
                          f"<figcaption>{_inline(block.caption)}</figcaption></figure>")
     for sub in section.subsections:

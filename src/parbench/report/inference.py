@@ -6,23 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from parbench.report import fmt
-from parbench.report.document import Figure, Paragraph, Section, Table
 from parbench.metrics.fits import fit_line
-from parbench.metrics.plots import heatmap, layers_in_order, plot_phase_pies
+from parbench.metrics.plots import OP_TYPES, heatmap, layers_in_order, plot_phase_pies
 from parbench.paths import INFERENCE_LAYERS_FILE
+from parbench.report import fmt, noise
+from parbench.report.document import Figure, Paragraph, Section, Table
 from parbench.report.inference_plots import plot_latency_vs_input, plot_throughput_bars, plot_vs_batch
+from parbench.report.inference_verdict import scaling_table, shape_label, verdict, with_intervals
 from parbench.report.runs import RunSet
-from parbench.tracking.store import Store
 
-# Runs that differ only in the layout are compared: these params must match.
-SAME_REQUEST = ("params.workload.engine", "params.workload.input_len", "params.workload.output_len",
-                "params.workload.batch_size", "params.workload.dtype", "decode_mode",
-                "params.model.name", "params.hardware.name")
-# (metric, lower is better): overhead % = layout / single device - 1, sign so that + is worse.
-COMPARED = (("ttft_s_p50", True), ("tpot_s_p50", True), ("e2e_s_p50", True), ("output_tokens_per_s", False))
+MIN_FIT_INPUTS = 3  # distinct values along an axis a line needs: any two points fit one exactly (R² = 1)
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -36,91 +32,87 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["tp"] = done["params.parallel.tp"].astype(int)
     done["pp"] = done["params.parallel.pp"].astype(int)
     done["devices"] = done["tp"] * done["pp"]
-    done["layout"] = "tp" + done["tp"].astype(str) + "_pp" + done["pp"].astype(str)
+    # Layouts named as the run names name them (`tp2`, `pp2`, `1 rank`), so one page names a run one way.
+    done["layout"] = [" ".join(f"{d}{n}" for d, n in (("tp", tp), ("pp", pp)) if n > 1) or "1 rank"
+                      for tp, pp in zip(done["tp"], done["pp"])]
     if "params.workload.engine" in done:  # both engines in one sweep: their series apart
         other = done["params.workload.engine"].fillna("native") != "native"
-        done.loc[other, "layout"] = done.loc[other, "params.workload.engine"].astype(str) + "_" + done.loc[other, "layout"].astype(str)
+        done.loc[other, "layout"] = (done.loc[other, "params.workload.engine"].astype(str) + " "
+                                     + done.loc[other, "layout"].astype(str))
     done["decode_mode"] = decode_modes(done)
     fast = done["decode_mode"] != "eager"
-    done.loc[fast, "layout"] += "_" + done.loc[fast, "decode_mode"]
+    done.loc[fast, "layout"] += " " + done.loc[fast, "decode_mode"]
     for key in ("input_len", "output_len", "batch_size"):
         done[key] = done[f"params.workload.{key}"].astype(int)
-    return done
+    done["samples"] = timed_samples(done)
+    return done.sort_values(["devices", "layout", "input_len", "batch_size", "output_len"])
+
+
+def timed_samples(runs: pd.DataFrame) -> pd.Series:
+    """Independent latency samples per run: the native engine times a batch's requests together
+    (one sample per measured batch), vLLM each request."""
+    requests = runs.get("metrics.requests_measured", pd.Series(np.nan, index=runs.index)).astype(float)
+    native = runs.get("params.workload.engine", pd.Series("native", index=runs.index)).fillna("native") == "native"
+    return (requests / runs["batch_size"]).where(native, requests).round()
 
 
 def decode_modes(runs: pd.DataFrame) -> pd.Series:
     """Each run's resolved decode mode (the `decode_mode` tag). Runs logged before it existed
     decoded op by op (eager), or as a CUDA graph where their workload.cuda_graph was true."""
-    modes = runs["tags.decode_mode"] if "tags.decode_mode" in runs else pd.Series(None, index=runs.index)
+    modes = runs["tags.decode_mode"] if "tags.decode_mode" in runs else pd.Series(None, index=runs.index, dtype=object)
     modes = modes.fillna("eager")
     if "params.workload.cuda_graph" in runs:
         modes = modes.mask(runs["params.workload.cuda_graph"] == "True", "graph")
     return modes
 
 
-def scaling_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per multi-device run that has a matching tp=1,pp=1 run in the same sweep:
-    overhead % per compared metric and scaling efficiency = throughput / (single x devices)."""
-    rows = []
-    baselines = runs[runs["devices"] == 1]
-    for _, run in runs[runs["devices"] > 1].iterrows():
-        match = baselines
-        for key in SAME_REQUEST:
-            if key in runs:  # runs logged before a param existed lack its column
-                match = match[match[key] == run[key]]
-        if match.empty:
-            continue
-        base = match.iloc[-1]
-        row = {"run_id": run["run_id"], "layout": run["layout"], "input_len": run["input_len"],
-               "batch_size": run["batch_size"], "baseline_run_id": base["run_id"]}
-        for metric, lower_better in COMPARED:
-            value, ref = run.get(f"metrics.{metric}"), base.get(f"metrics.{metric}")
-            if pd.notna(value) and pd.notna(ref) and ref:
-                ratio = value / ref
-                row[f"overhead_pct_{metric}"] = 100 * (ratio - 1 if lower_better else 1 / ratio - 1)
-        throughput, ref = run.get("metrics.output_tokens_per_s"), base.get("metrics.output_tokens_per_s")
-        if pd.notna(throughput) and pd.notna(ref) and ref:
-            row["scaling_efficiency"] = throughput / (ref * run["devices"])
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def log_scaling(store: Store, table: pd.DataFrame) -> None:
-    """Each multi-device run gets its overhead and efficiency as its own MLflow metrics."""
-    for _, row in table.iterrows():
-        metrics = {k: v for k, v in row.items()
-                   if (k.startswith("overhead_pct_") or k == "scaling_efficiency") and pd.notna(v)}
-        store.log_metrics(row["run_id"], metrics)
-
-
 REQUEST = ["layout", "input_len", "batch_size", "output_len"]
 MAX_PIES = 4  # op-share figures shown (one per layout); every run's shares are in its own metrics
 
 
+def _with_interval(value, low, high, render) -> str:
+    return render(value) if pd.isna(low) else f"{render(value)} ({noise.interval_text(low, high, render)})"
+
+
+def _request_columns(data: pd.DataFrame) -> dict[str, pd.Series]:
+    return {"layout": data["layout"], "input": data["input_len"].map(fmt.number), "batch": data["batch_size"].map(str),
+            "output": data["output_len"].map(str)}
+
+
 def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Medians per (layout, input length, batch, output length): numbers and their display."""
-    data = runs.sort_values(REQUEST)[["run_id", "label", *REQUEST]].copy()
-    for metric in ("ttft_s_p50", "tpot_s_p50", "e2e_s_p50", "output_tokens_per_s", "mbu"):
-        data[metric] = runs.get(f"metrics.{metric}", pd.Series(index=runs.index, dtype=float))
-    shown = pd.DataFrame({"layout": data["layout"], "input": data["input_len"].map(fmt.number),
-                          "batch": data["batch_size"].map(str), "output": data["output_len"].map(str),
-                          "TTFT": data["ttft_s_p50"].map(fmt.seconds), "TPOT": data["tpot_s_p50"].map(fmt.seconds),
-                          "E2E": data["e2e_s_p50"].map(fmt.seconds),
-                          "output tokens/s": data["output_tokens_per_s"].map(lambda v: fmt.rate(v, "tok/s"))})
+    """Medians per (layout, input length, batch, output length) with their intervals: numbers and display."""
+    runs = with_intervals(runs)
+    data = runs[["run_id", "label", *REQUEST, "samples", "notes"]].copy()
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        for suffix in ("_p50", "_ci_low", "_ci_high"):
+            data[name + suffix] = runs.get(f"metrics.{name}{suffix}", pd.Series(np.nan, index=runs.index))
+    for name in ("output_tokens_per_s", "output_tokens_per_s_ci_low", "output_tokens_per_s_ci_high"):
+        data[name] = runs[name]
+    data["mbu"] = runs.get("metrics.mbu", pd.Series(np.nan, index=runs.index))
+    shown = pd.DataFrame(_request_columns(data))
+    for title, name in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s")):
+        shown[title] = [_with_interval(v, lo, hi, fmt.seconds) for v, lo, hi in
+                        zip(data[f"{name}_p50"], data[f"{name}_ci_low"], data[f"{name}_ci_high"])]
+    shown["output tokens/s"] = [_with_interval(v, lo, hi, fmt.number) for v, lo, hi in
+                                zip(data["output_tokens_per_s"], data["output_tokens_per_s_ci_low"],
+                                    data["output_tokens_per_s_ci_high"])]
     if data["mbu"].notna().any():
         shown["MBU"] = data["mbu"].map(fmt.fraction)
+    shown["samples"] = data["samples"].map(fmt.number)
+    shown["flags"] = data["notes"].replace("", fmt.DASH)
     return shown, data
 
 
 def percentile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    names = [f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in (50, 90, 99)]
-    data = runs.sort_values(REQUEST)[["run_id", *REQUEST]].copy()
-    for name in names:
-        data[name] = runs.get(f"metrics.{name}", pd.Series(index=runs.index, dtype=float))
-    shown = pd.DataFrame({"layout": data["layout"], "input": data["input_len"].map(fmt.number),
-                          "batch": data["batch_size"].map(str), "output": data["output_len"].map(str)})
+    """p50/p90/p99 of each latency where the samples support the percentile (p90 from 10, p99 from
+    100): a p99 of 5 samples is their maximum, not a tail."""
+    names = [f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in noise.PERCENTILES]
+    data = runs[["run_id", *REQUEST, "samples"]].copy()
+    shown = pd.DataFrame({**_request_columns(data), "samples": data["samples"].map(fmt.number)})
     for name in names:
         metric, q = name.rsplit("_p", 1)
+        values = runs.get(f"metrics.{name}", pd.Series(np.nan, index=runs.index))
+        data[name] = values.where(data["samples"] >= noise.samples_for(int(q)))
         shown[f"{metric.removesuffix('_s').upper()} p{q}"] = data[name].map(fmt.seconds)
     return shown, data
 
@@ -135,29 +127,40 @@ AXIS_NAMES = {"input_len": "input length", "batch_size": "batch size", "output_l
 
 def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A line per axis (input length, batch, output length), layout, values of the other two axes
-    and metric, where the axis has 2 values or more."""
+    and metric, where the axis has MIN_FIT_INPUTS distinct values or more (any two points fit a
+    line exactly, R² = 1), with its slope's 95 % interval and whether the slope differs from 0."""
     rows = []
     for axis, (fixed, metrics) in FIT_AXES.items():
         for (layout, *held), group in runs.groupby(["layout", *fixed]):
+            if group[axis].nunique() < MIN_FIT_INPUTS:
+                continue
             for metric in metrics:
                 line = fit_line(group[axis], group[f"metrics.{metric}"])
-                if line is not None:
-                    rows.append({"against": axis, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
-                                 "slope_s_per_unit": line.slope, "intercept_s": line.intercept, "r2": line.r2,
-                                 "points": line.points})
-    data = pd.DataFrame(rows, columns=["against", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "intercept_s",
-                                       "r2", "points"])
+                rows.append({"against": axis, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
+                             "slope_s_per_unit": line.slope, "slope_ci_low": line.slope_low,
+                             "slope_ci_high": line.slope_high, "intercept_s": line.intercept, "r2": line.r2,
+                             "points": line.points, "trend": trend(line.slope_low, line.slope_high)})
+    data = pd.DataFrame(rows, columns=["against", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "slope_ci_low",
+                                       "slope_ci_high", "intercept_s", "r2", "points", "trend"])
     if data.empty:
         return data, data
-    held = lambda name: data[name].map(lambda v: "-" if pd.isna(v) else str(int(v)))
+    held = lambda name: data[name].map(lambda v: "-" if pd.isna(v) else str(int(v)))  # noqa: E731
     shown = pd.DataFrame({"against": data["against"].map(AXIS_NAMES),
                           "layout": data["layout"], "input": held("input_len"), "batch": held("batch_size"),
                           "output": held("output_len"),
                           "latency": data["metric"].map({"ttft_s_p50": "TTFT", "tpot_s_p50": "TPOT", "e2e_s_p50": "E2E"}),
-                          "slope": [fmt.seconds(v) + f" / {AXIS_UNITS[a]}" for v, a in zip(data["slope_s_per_unit"], data["against"])],
+                          "slope": [_with_interval(v, lo, hi, fmt.seconds) + f" / {AXIS_UNITS[a]}" for v, lo, hi, a in
+                                    zip(data["slope_s_per_unit"], data["slope_ci_low"], data["slope_ci_high"],
+                                        data["against"])],
                           "intercept": data["intercept_s"].map(fmt.seconds), "R²": data["r2"].map(lambda v: f"{v:.3f}"),
-                          "points": data["points"].map(str)})
+                          "points": data["points"].map(str), "trend": data["trend"]})
     return shown, data
+
+
+def trend(low: float, high: float) -> str:
+    if pd.isna(low):
+        return "no interval"
+    return "grows" if low > 0 else "falls (implausible: noise?)" if high < 0 else "none beyond noise"
 
 
 def overhead_shown(table: pd.DataFrame) -> pd.DataFrame:
@@ -169,7 +172,9 @@ def overhead_shown(table: pd.DataFrame) -> pd.DataFrame:
         if column in table:
             shown[f"{title} overhead"] = table[column].map(lambda v: fmt.percent(v, signed=True))
     if "scaling_efficiency" in table:
-        shown["efficiency vs 1 device"] = table["scaling_efficiency"].map(fmt.fraction)
+        shown["efficiency vs 1 device"] = [_with_interval(v, lo, hi, fmt.fraction) for v, lo, hi in zip(
+            table["scaling_efficiency"], table["scaling_efficiency_ci_low"], table["scaling_efficiency_ci_high"])]
+        shown["flags"] = table["notes"].fillna("").replace("", fmt.DASH)
     return shown
 
 
@@ -195,16 +200,25 @@ def pie_runs(runs: pd.DataFrame) -> list[tuple[pd.Series, dict]]:
 
 
 def layer_grids(path: Path) -> dict[str, pd.DataFrame]:
-    """{phase: layers (rows) x op types (columns, largest first), ms per step} from the native
-    engine's inference_layers.csv."""
+    """{phase: layers (rows) x op types (columns, in one order for every figure), ms per step} from
+    the native engine's inference_layers.csv."""
     table = pd.read_csv(path)
     grids = {}
     for phase in ("prefill", "decode"):
         rows = table[table["phase"] == phase]
         if not rows.empty:
             grid = rows.pivot_table(index="layer", columns="op_type", values="ms_per_step", aggfunc="sum", fill_value=0.0)
-            grids[phase] = layers_in_order(grid[grid.sum().sort_values(ascending=False).index])
+            grids[phase] = layers_in_order(grid[sorted(grid.columns, key=op_type_order)])
     return grids
+
+
+def op_type_order(op_type: str) -> tuple[int, str]:
+    return (OP_TYPES.index(op_type), "") if op_type in OP_TYPES else (len(OP_TYPES), op_type)
+
+
+def run_name(row: pd.Series) -> str:
+    """A run as the page names it: its layout and request shape, the words of its run name."""
+    return f"{row['layout']} {shape_label(row['input_len'], row['batch_size'], row['output_len'])}"
 
 
 def layer_heatmaps(row: pd.Series, fetch_artifact, out: Path) -> list[Figure]:
@@ -214,9 +228,19 @@ def layer_heatmaps(row: pd.Series, fetch_artifact, out: Path) -> list[Figure]:
         return []
     return [Figure(heatmap(grid, out / f"inference_layers_{phase}_{row['run_id'][:8]}.png",
                            f"{phase}: time per layer and op type", "ms per step", 2),
-                   f"{phase.capitalize()}: ms per step of each layer (rows) by op type (columns), {row['label']}, "
+                   f"{phase.capitalize()}: ms per step of each layer (rows) by op type (columns), {run_name(row)}, "
                    "mean over the ranks that ran the layer")
             for phase, grid in layer_grids(path).items()]
+
+
+def intro(done: pd.DataFrame, overhead: pd.DataFrame) -> list[Paragraph]:
+    """The verdict per request shape, then the caveats the figures call for."""
+    lines = verdict(done)
+    text = " ".join(lines) if lines else "Each request shape ran one layout only: nothing to rank."
+    flagged = with_intervals(done).assign(run=[run_name(r) for _, r in done.iterrows()])
+    if not overhead.empty and "notes" in overhead:
+        flagged = pd.concat([flagged, overhead.assign(run=overhead["layout"], notes=overhead["notes"].fillna(""))])
+    return [Paragraph(text), *[Paragraph(c) for c in noise.caveats(flagged)]]
 
 
 def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
@@ -225,39 +249,51 @@ def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     section = Section("Inference")
     if done.empty:
         return section
+    overhead = scaling_table(done)
     shown, data = latency_table(done)
-    section.add(Paragraph("Medians over the measured requests (vLLM's definitions: TTFT to the first token, "
-                          "TPOT = (E2E - TTFT) / (output length - 1), E2E to the last token)."),
+    section.add(*intro(done, overhead),
+                Paragraph("Medians over the measured requests (vLLM's definitions: TTFT to the first token, "
+                          "TPOT = (E2E - TTFT) / (output length - 1), E2E to the last token), in brackets their "
+                          "95 % interval over the measured batches; tokens/s follows the E2E interval."),
                 Table(shown, data, "inference_latency.csv", "Latency per layout, input length, batch and output length"))
     shown, data = fit_table(done)
     if not data.empty:
         section.add(Table(shown, data, "inference_fits.csv",
-                          "Least-squares lines of latency against input length, batch size and output length "
-                          "(one axis at a time, the other two held: '-' marks the axis)"))
-    plot = plot_latency_vs_input(done, out / "inference_latency_vs_input.png")
-    if plot is not None:
-        section.add(Figure(plot, "TTFT and E2E (s) against input length (tokens), points measured, lines fitted"))
+                          "Least-squares lines of latency against input length, batch size and output length (one "
+                          "axis at a time, the other two held: '-' marks the axis; slope with its 95 % interval; "
+                          f"only along an axis with {MIN_FIT_INPUTS} values or more)"))
+    path = plot_latency_vs_input(done, out / "inference_latency_vs_input.png", MIN_FIT_INPUTS)
+    if path is not None:
+        section.add(Figure(path, "TTFT and E2E (ms) against input length (tokens): points measured with their "
+                                 f"intervals; a fitted line where {MIN_FIT_INPUTS} input lengths or more were measured "
+                                 "and its slope differs from 0 beyond its interval"))
     shown, data = percentile_table(done)
-    section.add(Table(shown, data, "inference_percentiles.csv", "Latency percentiles over requests"))
-    overhead = scaling_table(done)
+    section.add(Table(shown, data, "inference_percentiles.csv", "Latency percentiles over the timed samples (a "
+                      "percentile is shown only from the samples it needs: p90 from 10, p99 from 100)"))
     if not overhead.empty:
         section.add(Paragraph("Each tp/pp run against the single-device run with the same request, engine, model "
                               "and dtype: overhead + is slower (tokens/s: + is less throughput); efficiency = "
-                              "tokens/s / (single-device tokens/s x devices)."),
+                              "tokens/s / (single-device tokens/s x devices), with the interval of both runs."),
                     Table(overhead_shown(overhead), overhead, "inference_overhead.csv", "tp/pp overhead against one device"))
-    for plot, name, caption in ((plot_vs_batch, "inference_vs_batch.png", "TTFT and TPOT (s) against batch size"),
-                                (plot_throughput_bars, "inference_throughput.png", "Output tokens/s per layout")):
-        path = plot(done, out / name)
+    for plot, name, caption in ((plot_vs_batch, "inference_vs_batch.png", "TTFT and TPOT (ms) against batch size"),
+                                (plot_throughput_bars, "inference_throughput.png",
+                                 "Output tokens/s per layout and request shape, whiskers: the interval from E2E")):
+        path = plot(with_intervals(done), out / name)
         if path is not None:
             section.add(Figure(path, caption))
     for row, shares in pie_runs(done):
-        path = plot_phase_pies(shares, out / f"inference_ops_{row['run_id'][:8]}.png", row["label"])
-        data = op_share_table(shares)
-        section.add(Figure(path, f"Prefill vs decode: share of op time (%) by op type, {row['label']} (rank 0)"),
-                    Table(data.map(fmt.percent).reset_index(), data.reset_index(), f"inference_ops_{row['run_id'][:8]}.csv",
-                          f"Share of op time (%) by op type, {row['label']}"),
-                    *layer_heatmaps(row, fetch_artifact, out))
+        section.add(*op_share_blocks(row, shares, out), *layer_heatmaps(row, fetch_artifact, out))
     return section
+
+
+def op_share_blocks(row: pd.Series, shares: dict[str, dict[str, float]], out: Path) -> list:
+    """The pies of one run's op-type shares per phase and their table."""
+    name = run_name(row)
+    path = plot_phase_pies(shares, out / f"inference_ops_{row['run_id'][:8]}.png", name)
+    data = op_share_table(shares)
+    return [Figure(path, f"Prefill vs decode: share of op time (%) by op type, {name} (rank 0)"),
+            Table(data.map(fmt.percent).reset_index(), data.reset_index(), f"inference_ops_{row['run_id'][:8]}.csv",
+                  f"Share of op time (%) by op type, {name}")]
 
 
 def op_share_table(shares: dict[str, dict[str, float]]) -> pd.DataFrame:

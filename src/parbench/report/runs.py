@@ -64,11 +64,11 @@ def relabel(runs: pd.DataFrame) -> pd.DataFrame:
     labels = pd.Series(distinct_labels(list(names.fillna("run"))) if len(runs) else [], index=runs.index, dtype=object)
     for label, same in runs.groupby(labels):
         if len(same) > 1:
-            labels[same.index] = [f"{label} {extra}".strip() for extra in _differing_params(same)]
+            labels[same.index] = [f"{label} {extra}".strip() for extra in differing_params(same)]
     return runs.assign(label=labels)
 
 
-def _differing_params(runs: pd.DataFrame) -> list[str]:
+def differing_params(runs: pd.DataFrame) -> list[str]:
     """Per run, the params that differ among these runs: the config choices (`parallel=fsdp`) when
     one differs, else up to 3 `leaf=value`."""
     keys = [c for c in runs.columns if c.startswith("params.") and not c.startswith(NOT_DEFINING)

@@ -42,22 +42,6 @@ def format_runs(table: pd.DataFrame, title: str) -> str:
     return f"\n{rule}\n{title}\n{rule}\n{body}\n"
 
 
-# Columns of the Markdown table on a sweep's parent run (narrow enough for the MLflow UI's run page).
-SHORT_NAMES = {"run": "run", "status": "status", "throughput_tokens_per_s": "tok/s",
-               "step_time_s": "step time", "mfu": "MFU", "comm_pct": "comm", "exposed_comm_pct": "exposed comm",
-               "bubble_pct": "bubble", "mem_peak_allocated_gb": "peak mem", "ttft_s_p50": "TTFT p50",
-               "tpot_s_p50": "TPOT p50", "output_tokens_per_s": "output tok/s", "busbw_gbps_avg": "busbw",
-               "matmul_tflops": "matmul", "reused": "reused run", "failure_reason": "failure"}
-
-
-def markdown_table(table: pd.DataFrame) -> str:
-    """The headline columns of format_runs' table, as Markdown (the MLflow UI renders a run's
-    description)."""
-    shown = _formatted(table[[c for c in table.columns if c in SHORT_NAMES]]).rename(columns=SHORT_NAMES)
-    rows = [list(shown.columns), ["---"] * len(shown.columns), *shown.astype(str).values.tolist()]
-    return "\n".join("| " + " | ".join(str(cell).replace("|", "/") for cell in row) + " |" for row in rows)
-
-
 def metrics_table(metrics: dict[str, float], keys: tuple[str, ...]) -> str:
     """Two columns, metric and value, for one run; a `*` in a key matches one `/`-separated segment."""
     rows = [(k, metrics[k]) for key in keys for k in metrics if re.fullmatch(_pattern(key), k)]

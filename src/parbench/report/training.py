@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from parbench.report import fmt, training_plots
+from parbench.report import fmt, noise, training_plots
 from parbench.report.document import Figure, Paragraph, Section, Table
 from parbench.report.runs import ReportError, RunSet
 
@@ -72,46 +72,61 @@ def _listing(runs: pd.DataFrame, values: pd.Series) -> str:
 
 
 def scaling_table(runs: pd.DataFrame, kind: str | None) -> pd.DataFrame:
-    """Numbers per run, fastest first: speedup and efficiency against the fastest run of the smallest
-    world size (tokens/s ratios: step-time ratios for strong scaling, scaled speedup for weak)."""
+    """Numbers per run, by device count, fastest first within it (ranked only against runs on as
+    many devices); speedup and efficiency, with their intervals, against one baseline: the fastest
+    run of the smallest world size (tokens/s ratios: step-time ratios for strong scaling, scaled
+    speedup for weak); `notes` flags what the figures cannot support."""
     table = pd.DataFrame({"run": runs["label"], "run_id": runs["run_id"], "devices": runs["world_size"],
                           "layout": runs.get("params.parallel.name", pd.Series("runs", index=runs.index))})
     for name in NUMBERS:
         table[name] = _metric(runs, name)
     capacity = pd.to_numeric(runs.get("params.hardware.memory_gb"), errors="coerce")
     table["memory_capacity_gb"] = capacity if capacity is not None else np.nan
+    table = table.sort_values(["devices", "throughput_tokens_per_s"], ascending=[True, False]).reset_index(drop=True)
     if kind is not None:
-        smallest = table[table["devices"] == table["devices"].min()]
-        base = smallest.loc[smallest["throughput_tokens_per_s"].idxmax()]
-        table["speedup"] = table["throughput_tokens_per_s"] / base["throughput_tokens_per_s"]
-        table["parallel_efficiency"] = table["speedup"] / (table["devices"] / base["devices"])
-        table["baseline"] = base["run"]
-    table = table.sort_values("throughput_tokens_per_s", ascending=False).reset_index(drop=True)
-    table["vs_fastest"] = _ranking(table)
+        _add_speedup(table)
+    low, high = table["throughput_tokens_per_s_ci_low"], table["throughput_tokens_per_s_ci_high"]
+    table["vs_fastest"] = pd.concat([noise.ranking(group, low[group.index], high[group.index])
+                                     for _, group in table.groupby("devices")["throughput_tokens_per_s"]])
+    table["notes"] = [noise.notes(noise.wide_note(row.throughput_tokens_per_s, row.throughput_tokens_per_s_ci_low,
+                                                  row.throughput_tokens_per_s_ci_high),
+                                  noise.efficiency_note(getattr(row, "parallel_efficiency", np.nan),
+                                                        getattr(row, "parallel_efficiency_ci_low", np.nan)))
+                      for row in table.itertuples()]
     return table
 
 
-def _ranking(table: pd.DataFrame) -> list[str]:
-    """`fastest`, `indistinguishable` (intervals of tokens/s overlap the fastest's) or `slower`."""
-    best = table.iloc[0]
-    if pd.isna(best["throughput_tokens_per_s_ci_low"]):
-        return ["fastest"] + ["no interval"] * (len(table) - 1)
-    return ["fastest"] + ["indistinguishable" if row.throughput_tokens_per_s_ci_high >= best.throughput_tokens_per_s_ci_low
-                          else "slower" for row in table.iloc[1:].itertuples()]
+def _add_speedup(table: pd.DataFrame) -> None:
+    """speedup, parallel_efficiency and their _ci_low/_ci_high against the baseline run."""
+    smallest = table[table["devices"] == table["devices"].min()]
+    base = smallest.loc[smallest["throughput_tokens_per_s"].idxmax()]
+    scale = table["devices"] / base["devices"]
+    table["speedup"] = table["throughput_tokens_per_s"] / base["throughput_tokens_per_s"]
+    bounds = [noise.ratio_interval(row.throughput_tokens_per_s_ci_low, row.throughput_tokens_per_s_ci_high,
+                                   base["throughput_tokens_per_s_ci_low"], base["throughput_tokens_per_s_ci_high"])
+              for row in table.itertuples()]
+    table["speedup_ci_low"], table["speedup_ci_high"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    table.loc[table["run_id"] == base["run_id"], ["speedup_ci_low", "speedup_ci_high"]] = 1.0
+    for bound in ("", "_ci_low", "_ci_high"):
+        table[f"parallel_efficiency{bound}"] = table[f"speedup{bound}"] / scale
+    table["baseline"] = base["run"]
 
 
 def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     """The table for people: only columns that hold a number for some run."""
+    tok_s = lambda v: fmt.rate(v, "tok/s")  # noqa: E731
     columns = {
         "layout": table["run"], "devices": table["devices"].map(str),
-        "tokens/s": table["throughput_tokens_per_s"].map(lambda v: fmt.rate(v, "tok/s")),
-        "interval": [f"{fmt.number(lo)} – {fmt.number(hi)}" if pd.notna(lo) else fmt.DASH for lo, hi in
-                          zip(table["throughput_tokens_per_s_ci_low"], table["throughput_tokens_per_s_ci_high"])],
-        "per device": table["throughput_tokens_per_s_per_device"].map(lambda v: fmt.rate(v, "tok/s")),
+        "tokens/s": table["throughput_tokens_per_s"].map(tok_s),
+        "interval": [noise.interval_text(lo, hi, fmt.number) for lo, hi in
+                     zip(table["throughput_tokens_per_s_ci_low"], table["throughput_tokens_per_s_ci_high"])],
+        "per device": table["throughput_tokens_per_s_per_device"].map(tok_s),
         "step time": table["step_time_s"].map(fmt.seconds),
     }
     if "speedup" in table:
-        columns.update({"speedup": table["speedup"].map(fmt.times),
+        columns.update({"speedup": [f"{fmt.times(v)} (" + ("baseline" if run == base else noise.interval_text(lo, hi, fmt.times)) + ")"
+                                    for run, base, v, lo, hi in zip(table["run"], table["baseline"], table["speedup"],
+                                                                    table["speedup_ci_low"], table["speedup_ci_high"])],
                         "efficiency": table["parallel_efficiency"].map(fmt.fraction)})
     optional = {"MFU": ("mfu", fmt.fraction), "comm": ("comm_pct", fmt.percent),
                 "exposed comm": ("exposed_comm_pct", fmt.percent), "bubble": ("bubble_pct", fmt.percent),
@@ -121,28 +136,53 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
             columns[title] = table[name].map(render)
     if table["memory_capacity_gb"].notna().any():
         columns["of capacity"] = (table["mem_peak_allocated_gb"] / table["memory_capacity_gb"]).map(fmt.fraction)
-    columns["vs fastest"] = table["vs_fastest"]
+    columns["rank (same devices)"] = table["vs_fastest"]
+    columns["flags"] = table["notes"].replace("", fmt.DASH)
     return pd.DataFrame(columns)
 
 
-def verdict(table: pd.DataFrame, kind: str | None) -> str:
-    """The fastest layout, the ones the intervals cannot tell from it, and what limits the others."""
-    best = table.iloc[0]
-    text = (f"**{best['run']}** is the fastest layout: {fmt.rate(best['throughput_tokens_per_s'], 'tok/s')} "
-            f"({fmt.rate(best['throughput_tokens_per_s_per_device'], 'tok/s')} per device"
-            + (f", MFU {fmt.fraction(best['mfu'])}" if pd.notna(best["mfu"]) else "") + ").")
-    ties = table[table["vs_fastest"] == "indistinguishable"]["run"]
-    if len(ties):
-        text += f" Indistinguishable from it within the runs' intervals: {', '.join(ties)}."
-    limits = [f"{row.run} ({_limit(row)})" for row in table.iloc[1:].itertuples()]
-    if limits:
-        text += " What limits the others (the largest of exposed communication and bubble): " + "; ".join(limits) + "."
+def verdict(table: pd.DataFrame, kind: str | None) -> list[str]:
+    """Per device count, the fastest layout only where the intervals support one; then the scaling
+    against the baseline."""
+    lines = [_device_verdict(group) for _, group in table.groupby("devices")]
     if kind is not None:
-        largest = table.loc[table["devices"].idxmax()]
-        text += (f" {kind.capitalize()} scaling against {best.get('baseline', '')}: at {largest['devices']} devices "
-                 f"{largest['run']} reaches {fmt.times(largest['speedup'])} "
-                 f"({fmt.fraction(largest['parallel_efficiency'])} parallel efficiency).")
-    return text
+        lines.append(_scaling_verdict(table, kind))
+    return lines
+
+
+def limits(table: pd.DataFrame) -> str:
+    """What limits each multi-device run that is not the clear fastest of its device count."""
+    named = [f"{row.run} ({_limit(row)})" for row in table.itertuples()
+             if row.vs_fastest not in ("fastest", "only run") and row.devices > 1]  # one device: nothing to share
+    return ("What limits the others (the largest of exposed communication and bubble): " + "; ".join(named) + "."
+            if named else "")
+
+
+def _device_verdict(group: pd.DataFrame) -> str:
+    devices = group["devices"].iloc[0]
+    best = group.iloc[0]
+    figure = (f"{fmt.rate(best['throughput_tokens_per_s'], 'tok/s')} "
+              f"({noise.interval_text(best['throughput_tokens_per_s_ci_low'], best['throughput_tokens_per_s_ci_high'], fmt.number)})"
+              + (f", MFU {fmt.fraction(best['mfu'])}" if pd.notna(best["mfu"]) else ""))
+    where = f"On {fmt.count(int(devices), 'device')}"
+    if best["vs_fastest"] == "only run":
+        return f"{where}: only **{best['run']}** ran, {figure}; nothing to rank it against."
+    if best["vs_fastest"] == "fastest":
+        return f"{where}: **{best['run']}** is the fastest, {figure}; its interval clears every other run's."
+    tied = group[group["vs_fastest"] == "tied for fastest"]["run"]
+    return (f"{where}: no winner; {', '.join(f'**{r}**' for r in tied)} cannot be told apart (their intervals "
+            f"overlap; the best median is {best['run']}'s, {figure}).")
+
+
+def _scaling_verdict(table: pd.DataFrame, kind: str) -> str:
+    base = table.loc[table["run"] == table["baseline"].iloc[0]].iloc[0]
+    larger = table[table["devices"] > base["devices"]]
+    parts = [f"{row.run} {fmt.times(row.speedup)} ({noise.interval_text(row.speedup_ci_low, row.speedup_ci_high, fmt.times)}"
+             f", efficiency {fmt.fraction(row.parallel_efficiency)}"
+             + (", above 100 %: see the caveats" if "efficiency above" in row.notes else "") + ")"
+             for row in larger.itertuples()]
+    return (f"{kind.capitalize()} scaling against one baseline, {base['run']} on {fmt.count(int(base['devices']), 'device')} "
+            f"({fmt.rate(base['throughput_tokens_per_s'], 'tok/s')}): " + "; ".join(parts) + ".")
 
 
 def _limit(row) -> str:
@@ -174,6 +214,31 @@ def confidence(runs: pd.DataFrame) -> str:
     return " / ".join(fmt.fraction(level) for level in sorted(levels.unique())) or "95 %"
 
 
+def twins_caveat(table: pd.DataFrame) -> list[str]:
+    """Single-device runs split nothing, so their layouts run nearly the same step: when their
+    intervals do not overlap, the runs are noisier than their intervals say."""
+    single = table[table["devices"] == 1]
+    if len(single) < 2 or not (single["vs_fastest"] == "slower").any():
+        return []
+    runs = ", ".join(f"{r.run} {fmt.rate(r.throughput_tokens_per_s, 'tok/s')}" for r in single.itertuples())
+    return [f"**One device, different figures** ({runs}). On one device no layout splits anything, yet these "
+            "runs differ beyond their intervals: run-to-run noise (a busy machine, one-time costs of a sweep's "
+            "first point) is larger than each run's own interval. Treat differences of this size as noise; "
+            "rerun them (`resume=false`) with more steps."]
+
+
+def intro(table: pd.DataFrame, kind: str | None, train: pd.DataFrame) -> list[Paragraph]:
+    """The verdict, the caveats, and how the ranking is made."""
+    scaling = {"strong": "Strong scaling (one global batch for every world size)",
+               "weak": "Weak scaling (one batch per device, the global batch grows with the world)",
+               None: "One world size: no scaling figures"}[kind]
+    how = (f"{scaling}. Runs are ranked only against runs on as many devices, from the {confidence(train)} "
+           "intervals of tokens/s (from the interval of each run's median step time): a winner is named only "
+           "when its interval clears every other's. Speedup intervals combine the run's and the baseline's.")
+    caveats = noise.caveats(table) + twins_caveat(table)
+    return [Paragraph(" ".join([*verdict(table, kind), limits(table)])), *[Paragraph(c) for c in caveats], Paragraph(how)]
+
+
 def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     """The Training section, or an empty one when the set has no finished training run."""
     train = training_runs(runs)
@@ -182,20 +247,17 @@ def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
         return section
     kind = scaling_kind(train)
     table = scaling_table(train, kind)
-    scaling = {"strong": "Strong scaling (one global batch for every world size)",
-               "weak": "Weak scaling (one batch per device, the global batch grows with the world)",
-               None: "One world size: no scaling figures"}[kind]
-    section.add(Paragraph(verdict(table, kind)),
-                Paragraph(f"{scaling}. Ranking from the {confidence(train)} intervals of tokens/s (from the "
-                          "interval of each run's median step time): a run is *indistinguishable* "
-                          "when its interval overlaps the fastest run's."),
-                Table(shown_table(table), table, "training.csv", f"{len(table)} training runs, fastest first"),
+    level = confidence(train)
+    section.add(*intro(table, kind, train),
+                Table(shown_table(table), table, "training.csv",
+                      f"{len(table)} training runs by device count, fastest first within each"),
                 Figure(training_plots.throughput(table, out / "training_throughput.png"),
-                       f"Throughput per layout (tokens/s), whiskers: its {confidence(train)} interval"))
+                       f"Throughput per layout (tokens/s, all devices), whiskers: its {level} interval"))
     if kind is not None:
         section.add(Figure(training_plots.scaling(table, out / "training_scaling.png", kind),
-                           f"Speedup against {table['baseline'].iloc[0]} (x), dashed: ideal (linear)"))
-    breakdown = breakdown_seconds(train)
+                           f"Speedup against one baseline, {table['baseline'].iloc[0]} (x), whiskers: its {level} "
+                           "interval; dashed: ideal (linear)"))
+    breakdown = breakdown_seconds(train).reindex([r for r in table["run"] if r in set(train["label"])]).dropna()
     if not breakdown.empty:
         section.add(Figure(training_plots.breakdown(breakdown, out / "training_breakdown.png"),
                            "Profiled step split into compute, exposed communication, memcpy and idle (ms per step)"))
@@ -204,7 +266,7 @@ def training_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
                            "Peak memory per device (GB, max over ranks)"
                            + (", line: device capacity (hardware.memory_gb)" if table["memory_capacity_gb"].notna().any()
                               else "; no capacity line: hardware.memory_gb is not set for this hardware")))
-    heat = training_plots.layer_heatmap(train, fetch_artifact, out / "training_layers.png")
+    heat = training_plots.layer_heatmap(train, fetch_artifact, out / "training_layers.png", list(table["run"]))
     if heat is not None:
         section.add(Figure(heat, "Time per layer (ms per profiled step, rank 0, forward + backward + optimizer)"))
     return section

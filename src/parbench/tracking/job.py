@@ -12,12 +12,14 @@ from parbench.config import resolve
 from parbench.config.hf_model import source_tags
 from parbench.config.schema import Config
 from parbench.launch.torchrun import LaunchOutcome
-from parbench.paths import PROFILE_DIR, RESULTS_FILE, STEPS_FILE, git_sha
+from parbench.paths import PLAN_FILE, PROFILE_DIR, RESULTS_FILE, STEPS_FILE, git_sha
+from parbench.tracking.headline import TRACE_HINT, child_description
 from parbench.tracking.orphans import process_tags
 from parbench.tracking.resume import HASH_TAG, config_hash
 from parbench.tracking.store import Store, read_json
 
 LOG_FILE = "worker.log"
+TRACE_README = "HOW_TO_OPEN_TRACES.md"
 STACKS = "stacks"  # each rank's stack, dumped when the job hung
 
 
@@ -58,6 +60,12 @@ class JobRun:
         tags = {**results.get("tags", {}), "status": outcome.status}
         if not outcome.ok:
             tags.update(failure_reason=outcome.reason, log_tail=outcome.log_tail[-4000:])
+        traces = sorted((job_dir / PROFILE_DIR).glob("trace*.json.gz"))
+        if traces:  # beside the traces in the artifact view: how to open them
+            (job_dir / PROFILE_DIR / TRACE_README).write_text(f"# Opening these traces\n\n{TRACE_HINT}\n")
+        # The run page's description: its own figures at the first click, and how to open its traces.
+        tags["mlflow.note.content"] = child_description(metrics, read_json(job_dir / PLAN_FILE).get("workload", ""),
+                                                        outcome.status, "" if outcome.ok else outcome.reason, bool(traces))
         self.store.set_tags(self.run_id, tags)
         files = (LOG_FILE, RESULTS_FILE, STEPS_FILE, *results.get("artifacts", []))
         self.store.log_artifacts(self.run_id, [job_dir / f for f in files])

@@ -12,6 +12,7 @@ SHOWN = {"model", "parallel", "workload", "hardware", "workload.seq_len", "workl
          "workload.input_len", "workload.output_len", "workload.engine", "hardware.gpus_per_node",
          *(f"parallel.{d}" for d in (*MESH_DIMS, "ep", "sp"))}
 NOT_DEFINING = ("tracking.", "launch.", "hydra.", "dry_run", "debug.")
+PLAIN_PARALLEL = "dp"  # the default parallel config: a single process under it is just `1 rank`
 # Groups whose fields are named without the group (`steps=6`); others keep their key (`profile.enabled=false`).
 SHORT_GROUPS = ("workload", "model", "parallel")
 
@@ -24,12 +25,16 @@ def point_label(choices: dict[str, str], override_dirname: str) -> str:
 
 
 def layout_label(cfg: Config, dims: ParallelDims) -> str:
-    """The degrees above 1 (`fsdp2 tp2`), sp, the DeepSpeed stage; `1 rank` for a single process."""
+    """The degrees above 1 (`fsdp2 tp2`), sp, the DeepSpeed stage; `1 rank` for a single process,
+    with the parallel config where it is not the plain one (`1 rank fsdp`): a sweep over
+    parallel=dp,fsdp and hardware.gpus_per_node=1,2 has two single-process points."""
     parts = [f"{name}{size}" for name, size in dims.as_dict().items() if size > 1]
     if cfg.parallel.sp:
         parts.append("sp")
     if cfg.parallel.zero.stage is not None:
         parts.append(f"zero{cfg.parallel.zero.stage}")
+    if not parts and cfg.parallel.name != PLAIN_PARALLEL:
+        parts = ["1 rank", cfg.parallel.name]
     return " ".join(parts) or "1 rank"
 
 

@@ -14,10 +14,10 @@ from parbench.predict import prediction_errors
 from parbench.tracking.job import JobRun
 from parbench.tracking.orphans import reap_orphans
 from parbench.tracking.resume import finished_run
-from parbench.paths import RESULTS_FILE, SKIPPED_FILE, write_json_atomic
+from parbench.paths import PLAN_FILE, RESULTS_FILE, SKIPPED_FILE, write_json_atomic
 from parbench.tracking.store import Store, read_json
 
-RECORD_FILE, PLAN_FILE, OUTCOME_FILE = "tracking.json", "plan.json", "outcome.json"
+RECORD_FILE, OUTCOME_FILE = "tracking.json", "outcome.json"
 
 
 @dataclass

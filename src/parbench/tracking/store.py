@@ -95,6 +95,15 @@ class Store:
         for i in range(0, len(items), BATCH):
             retry(self.client.log_batch, run_id, tags=items[i:i + BATCH])
 
+    def experiment_tags(self) -> dict[str, str]:
+        return retry(self.client.get_experiment, self.experiment_id).tags
+
+    def run_name(self, run_id: str) -> str:
+        return retry(self.client.get_run, run_id).info.run_name or run_id
+
+    def set_experiment_tag(self, key: str, value: str) -> None:
+        retry(self.client.set_experiment_tag, self.experiment_id, key, scrub(value))
+
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step) for k, v in metrics.items()]

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
 from parbench.config.schema import TrackingConfig
 
@@ -31,6 +32,14 @@ class GpuMonitor(GPUMonitor):
                 pass
 
 
+class RoundedMonitor(SystemMetricsMonitor):
+    """MLflow's monitor, its averages rounded to 4 significant digits: the run's metric list shows
+    289.4, not 289.40631699999994."""
+
+    def publish_metrics(self, metrics: dict[str, float]) -> None:
+        super().publish_metrics({k: float(f"{v:.4g}") for k, v in metrics.items()})
+
+
 @contextmanager
 def system_metrics(run_id: str, tracking_uri: str, cfg: TrackingConfig) -> Iterator[None]:
     """Sample every `cfg.system_metrics_interval_s` while the block runs (nothing when
@@ -38,12 +47,10 @@ def system_metrics(run_id: str, tracking_uri: str, cfg: TrackingConfig) -> Itera
     if not cfg.system_metrics:
         yield
         return
-    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
     # Its INFO lines (started, stopped, "skip logging GPU metrics" on CPU) would fill every job's console.
     logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
-    monitor = SystemMetricsMonitor(run_id, sampling_interval=cfg.system_metrics_interval_s,
-                                   tracking_uri=tracking_uri)
+    monitor = RoundedMonitor(run_id, sampling_interval=cfg.system_metrics_interval_s,
+                             tracking_uri=tracking_uri)
     monitor.monitors = [GpuMonitor() if isinstance(m, GPUMonitor) else m for m in monitor.monitors]
     monitor.start()
     try:

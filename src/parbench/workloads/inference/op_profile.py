@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.autograd.profiler import record_function
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from parbench.distenv import DistEnv
 from parbench.metrics.op_types import category_totals, module_scopes, op_time_by_layer, shares_pct
@@ -41,7 +41,9 @@ def profile_one_batch(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.
 
 
 def decode_steps_profiled(output_len: int) -> int:
-    return min(output_len - 1, PROFILED_DECODE_STEPS)
+    """Decode steps recorded after the profiler's warm-up step (the KV cache holds output_len
+    positions past the prompt, so output_len 2 still has room for both); none for output_len 1."""
+    return 0 if output_len < 2 else min(max(output_len - 2, 1), PROFILED_DECODE_STEPS)
 
 
 def gathered_layer_times(by_layer: dict[str, dict[tuple[str, str], float]], steps: dict[str, int],
@@ -79,19 +81,34 @@ def profile_phases(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Ten
                    env: DistEnv, sample) -> dict[str, profile]:
     """One profiled batch: the prefill, then decode steps, each step a parbench.step range (what
     trace analysis measures in), each module in its op-type scope and each layer in its range.
-    Decode runs op by op here: a graph replay has no module scopes to attribute its kernels to."""
+    Decode runs op by op here: a graph replay has no module scopes to attribute its kernels to.
+    Each phase's profiler first runs one step it discards (its warm-up, back to back with the
+    recorded ones): the first ops after a profiler starts pay its start and the wake-up of the
+    idle intra-op threads, which put layers.0's prefill attention at 27x layers.1's on CPU."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if env.device.type == "cuda" else [])
     profs: dict[str, profile] = {}
-    cache.reset()
     # Layer ranges after the op-type scopes: they open first and close last, so each layer holds its op types.
     with module_scopes(op_categories(decoder)), LayerRanges(decoder.modules()), decoder.launching_op_by_op():
-        with profile(activities=activities) as profs["prefill"], record_function(STEP_RANGE):
-            tokens = decoder.step(prompts, cache, sample).cpu()
-        with profile(activities=activities) as profs["decode"]:
-            for _ in range(decode_steps_profiled(output_len)):
+        with warmed_profile(activities, 1) as profs["prefill"]:
+            for _ in range(2):  # the warm-up prefill, then the recorded one
+                cache.reset()
+                with record_function(STEP_RANGE):
+                    tokens = decoder.step(prompts, cache, sample).cpu()
+                profs["prefill"].step()
+        steps = decode_steps_profiled(output_len)
+        if not steps:
+            return profs
+        with warmed_profile(activities, steps) as profs["decode"]:
+            for _ in range(steps + 1):  # the warm-up step, then the recorded ones
                 with record_function(STEP_RANGE):
                     tokens = decoder.step(tokens.to(env.device)[:, None], cache, sample).cpu()
+                profs["decode"].step()
     return profs
+
+
+def warmed_profile(activities: list[ProfilerActivity], active: int) -> profile:
+    """A profiler that discards its first step and records the next `active`."""
+    return profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=active, repeat=1))
 
 
 def phase_comm_metrics(profs: dict[str, profile], env: DistEnv, job_dir: Path) -> dict[str, float]:
