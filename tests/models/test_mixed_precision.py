@@ -17,7 +17,10 @@ from torch.utils._pytree import tree_leaves
 from parbench.models.build import build_model
 from parbench.paths import CONF_DIR
 
-MODELS = sorted(p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml"))
+HF_TINY = Path(__file__).parent / "hf_tiny"
+# Every preset, and every family model=hf reads from a config.json (its tiny configs, already small).
+MODELS = (sorted(p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml") if p.stem != "hf")
+          + sorted(f"hf:{p.name}" for p in HF_TINY.iterdir()))
 SHRINK = ["model.layers=2", "model.hidden=64", "model.heads=4", "model.ffn=96", "model.vocab=512",
           "model.max_seq_len=64"]
 
@@ -47,6 +50,8 @@ class MixedParameterOps(TorchFunctionMode):
 
 
 def shrunk(model: str):
+    if model.startswith("hf:"):
+        return compose("model=hf", f"model.path={HF_TINY / model[3:]}", "hardware=cpu").model
     cfg = compose(f"model={model}", "hardware=cpu", *SHRINK).model
     cfg.kv_heads = 2 if cfg.kv_heads < cfg.heads else 4
     cfg.head_dim = None if cfg.head_dim is None else 16
