@@ -261,8 +261,8 @@ class JobWatcher:
 def _sleep_unless_interrupted(seconds: float) -> None:
     """time.sleep that ends early on SIGINT/SIGTERM (their handler only sets a flag)."""
     deadline = time.monotonic() + seconds
-    while not INTERRUPTS.signal and time.monotonic() < deadline:
-        time.sleep(min(0.5, deadline - time.monotonic()))
+    while not INTERRUPTS.signal and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(0.5, left))
 
 
 def wait_for_file(path: Path, timeout_s: float) -> bool:
