@@ -104,3 +104,29 @@ def test_the_orchestrator_validates_without_torch_or_mlflow():
             "print(sorted(m for m in ('torch', 'mlflow', 'matplotlib', 'pandas') if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_every_workload_is_planned_without_torch():
+    """The orchestrator resolves, validates and plans every point of a sweep before the first launch
+    (sweep_check.py): loading torch there cost 2-6 s before a single rank started."""
+    import subprocess
+    import sys
+
+    points = [[], ["workload=inference"], ["workload=inference", "workload.engine=vllm", "model=tiny_vllm"], ["workload=matmul"],
+              ["workload=collectives"], ["workload=membw"], ["workload=tp_linear"],
+              ["workload=p2p", "hardware=h100_sxm", "hardware.gpus_per_node=2", "dry_run=true"],
+              ["workload=flops_check"], ["model=llama2_7b", "hardware=h100_sxm", "hardware.gpus_per_node=8", "parallel=tp", "dry_run=true"]]
+    code = ("import sys\n"
+            "from hydra import compose, initialize_config_dir\n"
+            "from parbench.config.store import register_schema\n"
+            "from parbench.paths import CONF_DIR\n"
+            "from parbench.prepare import prepare\n"
+            "register_schema()\n"
+            "with initialize_config_dir(config_dir=str(CONF_DIR), version_base='1.3'):\n"
+            f"    for overrides in {points!r}:\n"
+            "        cfg, dims, plan = prepare(compose('config', overrides=overrides), [])\n"
+            "        assert plan, overrides\n"
+            "print(sorted(m for m in ('torch', 'mlflow', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
 DTYPE_NAMES = ("fp32", "bf16", "fp16")
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}  # bytes per element
+GB = 1e9  # bytes in the GB of every *_gb figure and the GB/s of bandwidths (as nccl-tests prints them)
 _TORCH_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 

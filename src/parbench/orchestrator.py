@@ -22,6 +22,7 @@ from parbench.fmt import plural
 from parbench.launch.cluster import current_node, is_main_node
 from parbench.launch.diagnose import memory_facts
 from parbench.launch.interrupt import INTERRUPTS
+from parbench.launch.prestart import PRESTARTED
 from parbench.launch.torchrun import LaunchOutcome, run_torchrun, torchrun_command, worker_env
 from parbench.prepare import prepare, print_plan
 from parbench.tracking.labels import point_label, run_label
@@ -69,6 +70,8 @@ def run_job(node: DictConfig) -> dict:
                                                       WORKLOADS.get(cfg.workload.name).uses_model)
     except ConfigError as e:
         return reject(e, node, ctx)
+    if not cfg.dry_run and cfg.launch.prestart:
+        PRESTARTED.start()  # a no-op where the sweep started it already
     if cfg.dry_run:
         if node.workload.get("seq_len", 0) is None:
             print(f"[parbench] seq {cfg.workload.seq_len}: model={cfg.model.name}'s default sequence length "
@@ -79,7 +82,7 @@ def run_job(node: DictConfig) -> dict:
 
 
 def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
-    from parbench.sweep import parent_run_id, stop_sweep
+    from parbench.sweep import opened_here, parent_run_id, stop_sweep
     from parbench.tracking.job import LOG_FILE  # mlflow: only once there is a run to record
     from parbench.tracking.pending import TrackedJob
     from parbench.tracking.system_metrics import system_metrics  # psutil, NVML: only once a job launches
@@ -107,6 +110,8 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
         outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg),
                                ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
                                cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
+    if parent and cfg.launch.prestart and opened_here(ctx.sweep_dir):
+        PRESTARTED.start()  # the next point's, while this one is logged (a sweep's end stops it)
     if topology.is_alive():
         topology.join()
     if not node.is_main:

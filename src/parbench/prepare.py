@@ -23,7 +23,7 @@ from parbench.predict import is_training, predict, predictable
 from parbench.predict.calibration import calibration_for
 from parbench.predict.fit import check_fit
 from parbench.predict.inference import predict_inference
-from parbench.predict.params import param_counts
+from parbench.models.shapes import param_counts
 from parbench.workloads.registry import WORKLOADS, job_layout, plan_workload, typed_config
 
 

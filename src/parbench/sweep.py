@@ -16,9 +16,10 @@ from omegaconf import DictConfig
 
 from parbench.launch.cluster import SLURM_JOB_TAG
 from parbench.launch.interrupt import INTERRUPTS
+from parbench.launch.prestart import PRESTARTED
 from parbench.fmt import plural
 from parbench.paths import SKIPPED_FILE
-from parbench.sweep_check import check_sweep
+from parbench.sweep_check import LOCAL_LAUNCHER, check_sweep
 from parbench.tracking.labels import NOT_DEFINING
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
 
@@ -126,6 +127,9 @@ class MlflowSweepCallback(Callback):
         except TrackingUnreachable as e:
             print(f"parbench: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
+        if LOCAL_LAUNCHER in str(config.hydra.launcher.get("_target_", "")) and config.launch.prestart \
+                and not config.dry_run:
+            PRESTARTED.start()  # the first point's torchrun imports torch while the sweep is checked
         check_sweep(config)
         from parbench.tracking.orphans import process_tags, reap_orphans
         from parbench.tracking.store import Store
@@ -145,6 +149,7 @@ class MlflowSweepCallback(Callback):
                                                                        "host": socket.gethostname()}}))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        PRESTARTED.stop()  # started after the last point for a next one
         sweep_dir = Path(config.hydra.sweep.dir)
         if parent_run_id(sweep_dir) is None:
             return

@@ -21,7 +21,7 @@ from parbench.metrics import flops
 from parbench.models.build import build_initialized, build_model, count_params
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import rope_tables
-from parbench.predict.params import param_counts
+from parbench.models.shapes import param_counts
 
 PUBLIC = REPO / "tests" / "models" / "hf_configs"
 REL = 2e-5  # fp32 summation order only, as tests/parallel

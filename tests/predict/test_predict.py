@@ -20,7 +20,7 @@ from parbench.predict.microbench_fits import fit_link, fit_matmul
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
-from parbench.predict.params import param_counts
+from parbench.models.shapes import param_counts
 from conftest import compose
 
 # model=hf reads a config.json (its counts: tests/models/test_hf_families.py).

@@ -11,7 +11,7 @@ from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.inference import predict_inference
-from parbench.predict.params import param_counts
+from parbench.models.shapes import param_counts
 from conftest import compose
 
 FP32 = 4

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from parbench.config.schema import HardwareConfig
+from parbench.dtypes import GB
 
-GB = 1e9
 UNLIMITED = 2**60  # cgroup v1 writes a huge number for "no limit"
 
 

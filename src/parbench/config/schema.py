@@ -120,6 +120,9 @@ class LaunchConfig:
     stall_timeout_s: float = 120.0
     # Refuse a point whose predicted memory does not fit (docs/plan.md); false launches it anyway.
     check_fit: bool = True
+    # Start the next torchrun (its seconds of importing torch) while the orchestrator plans or logs
+    # the previous point; each point still has its own torchrun (launch/prestart.py).
+    prestart: bool = True
     master_port: int = 29500
     log_tail_lines: int = 60
     env: Dict[str, str] = field(default_factory=dict)

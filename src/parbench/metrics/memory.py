@@ -8,8 +8,8 @@ from typing import Iterable
 import torch
 
 from parbench.distenv import is_dtensor
+from parbench.dtypes import GB
 
-GB = 1e9
 
 
 def peak_memory_gb(device: torch.device) -> dict[str, float]:

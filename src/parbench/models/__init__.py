@@ -40,7 +40,7 @@ class ParamCounts:
 
 def counts_from_sizes(named_sizes: Iterable[tuple[str, int]], cfg: ModelConfig) -> ParamCounts:
     """Parameter counts by role from (name, numel) pairs, each parameter once (tied weights once):
-    of a built model (build.count_params) or of the shapes parbench.predict derives without torch."""
+    of a built model (build.count_params) or of the shapes parbench.models.shapes derives without torch."""
     total = embedding = expert = 0
     for name, n in named_sizes:
         total += n

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.layout import Layout
 from parbench.predict.memory import DDP_BUCKET_BYTES
-from parbench.predict.params import FP32, size
+from parbench.models.shapes import FP32, size
 
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,

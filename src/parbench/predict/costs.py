@@ -18,7 +18,7 @@ from parbench.metrics.flops import attention_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
-from parbench.predict.params import FP32, size
+from parbench.models.shapes import FP32, size
 
 # Bytes each parameter's optimizer step reads and writes: AdamW reads p, g and both moments and
 # writes p and the moments (28 B at fp32); SGD reads p and g and writes p (12 B).

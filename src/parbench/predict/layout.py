@@ -14,7 +14,7 @@ from parbench.config.schema import Config
 from parbench.dtypes import ITEMSIZE, resolve_dtype
 from parbench.models import ParamCounts
 from parbench.parallel.specs import STRATEGIES, theoretical_bubble
-from parbench.predict.params import (FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
+from parbench.models.shapes import (FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
                                     size, tp_split)
 
 

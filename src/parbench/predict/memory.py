@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from parbench.config.schema import ZeroConfig
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
-from parbench.predict.params import FP32, Named, dim0_shard, size
+from parbench.models.shapes import FP32, Named, dim0_shard, size
+from parbench.dtypes import GB
 
-GB = 1e9
 LOGITS_BYTES = 2 * FP32  # per logit until measured: the fp32 logits and their gradient
 OPTIMIZER_BYTES = {"adamw": 8, "sgd": 0}  # per parameter: AdamW's exp_avg and exp_avg_sq; plain SGD none
 DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradient buckets it all-reduces

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the store (and MLflow) load only where a store is opened
 HASH_TAG = "config_hash"
 # Keys that say where results go or how the job is watched, not what is measured.
 NOT_EXPERIMENT = ("tracking", "launch.timeout_s", "launch.stall_timeout_s", "launch.log_tail_lines",
-                  "launch.master_port", "launch.check_fit", "dry_run", "resume",
+                  "launch.master_port", "launch.check_fit", "launch.prestart", "dry_run", "resume",
                   "invalid_points", "compile_cache")
 
 

@@ -23,7 +23,8 @@ from torch import nn
 
 from parbench.config.schema import Config
 from parbench.metrics import flops
-from parbench.models.build import build_model, count_params
+from parbench.models.build import build_model
+from parbench.models.shapes import param_counts
 from parbench.models.llama import Attention
 from parbench.distenv import DistEnv
 from parbench.parallel import zero
@@ -36,7 +37,7 @@ PROFILE_FILE = "flops_profile.txt"  # DeepSpeed's per-module table
 
 def analytical(cfg: Config, model: nn.Module) -> dict[str, float]:
     """parbench's figures per token: the MFU formulas, and the matmul part alone."""
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    counts = param_counts(cfg.model)
     seq = cfg.workload.seq_len
     nocausal = flops.train_flops_per_token(cfg.model, counts, seq, causal=False)
     return {"flops_per_token": flops.train_flops_per_token(cfg.model, counts, seq, causal=True),

@@ -21,7 +21,8 @@ class WorkloadSpec:
     schema: type  # dataclass of the workload's fields
     run: str  # "module:function" (cfg, env, reporter) -> results, loaded on every rank
     validate: Callable[..., None] = lambda cfg, dims: None  # raise ConfigError
-    plan: str | None = None  # "module:function" (cfg, dims) -> figures for dry_run (may load torch)
+    # (cfg, dims) -> figures for dry_run and the run's params; without torch: the orchestrator plans every point
+    plan: Callable[..., dict] | None = None
     summary_metrics: tuple[str, ...] = ()  # rows of the end-of-run table; `*` matches one name segment
     uses_model: bool = True  # False: microbenchmarks, which ignore model (the plan leaves it out)
     # The degrees parbench's own torchrun job spans, when not cfg.parallel over every device:
@@ -107,4 +108,4 @@ def run_workload(spec: WorkloadSpec, cfg: Config, env: Any, reporter: Any) -> di
 
 
 def plan_workload(spec: WorkloadSpec, cfg: Config, dims: Any) -> dict:
-    return load_ref(spec.plan)(cfg, dims) if spec.plan else {}
+    return spec.plan(cfg, dims) if spec.plan else {}

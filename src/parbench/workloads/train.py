@@ -18,26 +18,16 @@ from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.memory import held_parameters_gb, peak_memory_gb
 from parbench.metrics.profile import StepProfiler
 from parbench.metrics.timing import StepClock, summarize
-from parbench.models.build import build_model, count_params
+from parbench.models.build import build_model
+from parbench.models.shapes import param_counts
 from parbench.models.moe import MoE
 from parbench.distenv import DistEnv, is_dtensor
 from parbench.parallel.model import ParallelModel, parallelize
 from parbench.parallel.specs import STRATEGIES
-from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
 from parbench.workloads.faults import inject_fault
 from parbench.workloads.reporting import StepReporter
-from parbench.workloads.specs.train import TrainWorkload
-
-
-def plan(cfg: Config, dims: ParallelDims) -> dict:
-    w = cfg.workload
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
-    return {
-        "tokens_per_step": tokens_per_step(cfg, dims),
-        "flops_per_token": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=True),
-        "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
-    }
+from parbench.workloads.specs.train import TrainWorkload, plan
 
 
 def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,7 +69,7 @@ def default_forward_backward(pmodel: ParallelModel, cfg: Config):
 
 def build_parallel_model(cfg: Config, env: DistEnv) -> ParallelModel:
     """Seeded model, every enabled strategy applied; big sharded models start on meta."""
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    counts = param_counts(cfg.model)
     sharded = env.dims.fsdp * env.dims.tp * env.dims.pp > 1
     # DDP broadcasts the weights when it wraps them (dp x pp): they must exist by then.
     ddp = STRATEGIES.get("dp").enabled(env.dims, cfg)

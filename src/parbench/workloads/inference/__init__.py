@@ -8,8 +8,8 @@ from parbench.config import ConfigError
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config
 from parbench.dtypes import ITEMSIZE
-from parbench.metrics.memory import GB
-from parbench.models.build import build_model, count_params
+from parbench.dtypes import GB
+from parbench.models.shapes import param_counts
 from parbench.metrics.inference_cost import decode_bytes_per_step, kv_bytes_per_position
 from parbench.workloads.specs.vllm_engine import kv_cache_gb_per_worker, parbench_shape
 
@@ -19,7 +19,7 @@ def memory_per_device_gb(cfg: Config) -> dict[str, float]:
     split both evenly."""
     w, itemsize = cfg.workload, ITEMSIZE[cfg.workload.dtype]
     devices = cfg.parallel.tp * cfg.parallel.pp
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    counts = param_counts(cfg.model)
     kv_cache = kv_bytes_per_position(cfg.model, w.batch_size, itemsize) * (w.input_len + w.output_len)
     return {"weights_per_device_gb": counts.total * itemsize / devices / GB,
             "kv_cache_per_device_gb": kv_cache / devices / GB}
@@ -45,7 +45,7 @@ def check_fits(cfg: Config, memory: dict[str, float]) -> None:
 
 def plan(cfg: Config, dims: ParallelDims) -> dict:
     w = cfg.workload
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    counts = param_counts(cfg.model)
     weights, kv_read = decode_bytes_per_step(cfg.model, counts, w, ITEMSIZE[w.dtype])
     memory = memory_per_device_gb(cfg)
     check_fits(cfg, memory)

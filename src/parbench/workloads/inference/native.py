@@ -18,7 +18,7 @@ from parbench.config.schema import Config
 from parbench.metrics.memory import GB, peak_memory_gb, reset_peak_memory
 from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.timing import device_synchronize
-from parbench.models.build import build_model, count_params
+from parbench.models.shapes import param_counts
 from parbench.models.kv_cache import KVCache
 from parbench.models.llama import fuse_projections
 from parbench.distenv import DistEnv
@@ -194,7 +194,7 @@ def native_results(cfg: Config, env: DistEnv, decoder: PipelinedDecoder, cache: 
                 **peak_memory_gb(env.device), "model_build_s": build_s}
     dist.all_gather_object(gathered, (per_rank, meter.reading()))
     metrics = {**latency_metrics(batches, w.output_len, cfg.stats.confidence), **{k: max(m[k] for m, _ in gathered) for k in per_rank}}
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    counts = param_counts(cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, ITEMSIZE[w.dtype])
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, metrics.get("tpot_s"), env.world_size,
                             cfg.hardware.hbm_bandwidth_gbps)

@@ -22,11 +22,11 @@ import torch.distributed as dist
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_batch
 from parbench.distenv import DistEnv
-from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
 from parbench.workloads.microbench.common import gather_floats, largest
-from parbench.workloads.specs.microbench import GB, human_size, size_sweep
+from parbench.dtypes import GB
+from parbench.workloads.specs.microbench import human_size, size_sweep
 from parbench.workloads.reporting import StepReporter
 
 
@@ -109,10 +109,6 @@ def sweep_sizes(cfg: Config) -> list[int]:
     w = cfg.workload
     return size_sweep(w.begin, w.end, w.factor)
 
-
-def plan(cfg: Config, dims: ParallelDims) -> dict:
-    sizes = sweep_sizes(cfg)
-    return {"sizes": len(sizes), "size_min_bytes": sizes[0], "size_max_bytes": sizes[-1]}
 
 
 def fill_inputs(name: str, buffers: Buffers, rank: int, n: int) -> None:

@@ -17,16 +17,12 @@ import torch
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_each
 from parbench.distenv import DistEnv
-from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
 from parbench.workloads.microbench.common import rank_mean
 from parbench.workloads.specs.microbench import parse_size
 from parbench.workloads.reporting import StepReporter
 
-
-def plan(cfg: Config, dims: ParallelDims) -> dict:
-    return {"shapes": len(cfg.workload.shapes), "peak_tflops": cfg.hardware.peak_tflops[cfg.workload.dtype]}
 
 
 def set_matmul_dtype(name: str) -> torch.dtype:

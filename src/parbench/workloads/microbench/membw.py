@@ -14,16 +14,12 @@ import torch
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_each
 from parbench.distenv import DistEnv
-from parbench.config.dims import ParallelDims
 from parbench.workloads.microbench import plots
 from parbench.workloads.microbench.common import largest, rank_mean
-from parbench.workloads.specs.microbench import GB, size_sweep
+from parbench.dtypes import GB
+from parbench.workloads.specs.microbench import size_sweep
 from parbench.workloads.reporting import StepReporter
 
-
-def plan(cfg: Config, dims: ParallelDims) -> dict:
-    sizes = size_sweep(cfg.workload.begin, cfg.workload.end, cfg.workload.factor)
-    return {"sizes": len(sizes), "size_max_bytes": sizes[-1]}
 
 
 def copy_seconds(cfg: Config, env: DistEnv, src: torch.Tensor, dst: torch.Tensor) -> float:

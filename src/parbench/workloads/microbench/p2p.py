@@ -21,15 +21,11 @@ import torch.distributed as dist
 from parbench.config.schema import Config
 from parbench.metrics.timing import time_each
 from parbench.distenv import DistEnv
-from parbench.config.dims import ParallelDims
 from parbench.workloads.microbench import plots
-from parbench.workloads.specs.microbench import GB, parse_size
+from parbench.dtypes import GB
+from parbench.workloads.specs.microbench import parse_size
 from parbench.workloads.reporting import StepReporter
 
-
-def plan(cfg: Config, dims: ParallelDims) -> dict:
-    gpus = cfg.hardware.gpus_per_node
-    return {"gpu_pairs": gpus * (gpus - 1), "size_bytes": parse_size(cfg.workload.size)}
 
 
 def gpu(i: int) -> torch.device:

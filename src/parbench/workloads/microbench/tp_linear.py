@@ -23,10 +23,9 @@ import torch.distributed as dist
 from parbench.config.schema import Config
 from parbench.metrics.timing import DeviceInterval, device_synchronize
 from parbench.distenv import DistEnv
-from parbench.config.dims import ParallelDims
 from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench.common import gather_floats, rank_mean
-from parbench.workloads.specs.microbench import GB
+from parbench.dtypes import GB
 from parbench.workloads.reporting import StepReporter
 
 
@@ -42,10 +41,6 @@ class Sharded:
     full_output: Callable[[torch.Tensor], torch.Tensor]
     bus_bytes: float
 
-
-def plan(cfg: Config, dims: ParallelDims) -> dict:
-    w = cfg.workload
-    return {"tp": dims.world_size, "flops_unsharded": 2 * w.tokens * w.in_features * w.out_features}
 
 
 def shard(mode: str, x: torch.Tensor, weight: torch.Tensor, rank: int, n: int) -> Sharded:

@@ -11,6 +11,7 @@ from parbench.config import ConfigError
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config, ParallelConfig
 from parbench.registry import Registry, load_ref
+from parbench.workloads.inference import plan
 from parbench.workloads.registry import WORKLOADS, WorkloadSpec, all_ones, check_fields
 from parbench.workloads.specs.vllm_engine import validate_vllm
 
@@ -149,7 +150,7 @@ ENGINES.register("vllm")(Engine(run="parbench.workloads.inference.vllm_engine.ru
                                 joins_process_group=False))
 WORKLOADS.register("inference")(WorkloadSpec(
     schema=InferenceWorkload, validate=validate, run="parbench.workloads.specs.inference:run",
-    plan="parbench.workloads.inference:plan", summary_metrics=SUMMARY_METRICS,
+    plan=plan, summary_metrics=SUMMARY_METRICS,
     job_parallel=lambda cfg: engine(cfg).job_parallel(cfg),
     joins_process_group=lambda cfg: engine(cfg).joins_process_group,
 ))

@@ -14,7 +14,6 @@ from parbench.config.schema import Config
 from parbench.dtypes import DTYPE_NAMES, ITEMSIZE
 from parbench.workloads.registry import WORKLOADS, WorkloadSpec
 
-GB = 1e9  # bandwidths in GB/s (10^9 bytes), as nccl-tests prints them
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 MATMUL_DTYPES = (*DTYPE_NAMES, "tf32")  # tf32: fp32 tensors on TF32 tensor cores
@@ -190,29 +189,54 @@ def validate_topology(cfg: Config, dims: ParallelDims) -> None:
     require_gpus(cfg, "reports the GPUs and their links", "There is no GPU topology to report on CPU.")
 
 
+# The plans: what the orchestrator logs before launch, from the config alone (no torch).
+def plan_matmul(cfg: Config, dims: ParallelDims) -> dict:
+    return {"shapes": len(cfg.workload.shapes), "peak_tflops": cfg.hardware.peak_tflops[cfg.workload.dtype]}
+
+
+def plan_collectives(cfg: Config, dims: ParallelDims) -> dict:
+    sizes = size_sweep(cfg.workload.begin, cfg.workload.end, cfg.workload.factor)
+    return {"sizes": len(sizes), "size_min_bytes": sizes[0], "size_max_bytes": sizes[-1]}
+
+
+def plan_p2p(cfg: Config, dims: ParallelDims) -> dict:
+    gpus = cfg.hardware.gpus_per_node
+    return {"gpu_pairs": gpus * (gpus - 1), "size_bytes": parse_size(cfg.workload.size)}
+
+
+def plan_membw(cfg: Config, dims: ParallelDims) -> dict:
+    sizes = size_sweep(cfg.workload.begin, cfg.workload.end, cfg.workload.factor)
+    return {"sizes": len(sizes), "size_max_bytes": sizes[-1]}
+
+
+def plan_tp_linear(cfg: Config, dims: ParallelDims) -> dict:
+    w = cfg.workload
+    return {"tp": dims.world_size, "flops_unsharded": 2 * w.tokens * w.in_features * w.out_features}
+
+
 MICROBENCH = "parbench.workloads.microbench."
 WORKLOADS.register("matmul")(WorkloadSpec(
-    schema=MatmulWorkload, validate=validate_matmul, run=MICROBENCH + "matmul:run", plan=MICROBENCH + "matmul:plan",
+    schema=MatmulWorkload, validate=validate_matmul, run=MICROBENCH + "matmul:run", plan=plan_matmul,
     uses_model=False,
     summary_metrics=("matmul_tflops", "matmul_peak_fraction", "matmul_tflops_max", "matmul_tflops/*"),
 ))
 WORKLOADS.register("collectives")(WorkloadSpec(
     schema=CollectivesWorkload, validate=validate_collectives, run=MICROBENCH + "collectives:run",
-    plan=MICROBENCH + "collectives:plan", uses_model=False,
+    plan=plan_collectives, uses_model=False,
     summary_metrics=("busbw_gbps/*", "algbw_gbps/*", "busbw_gbps_avg", "wrong_elements"),
 ))
 WORKLOADS.register("p2p")(WorkloadSpec(
-    schema=P2pWorkload, validate=validate_p2p, run=MICROBENCH + "p2p:run", plan=MICROBENCH + "p2p:plan",
+    schema=P2pWorkload, validate=validate_p2p, run=MICROBENCH + "p2p:run", plan=plan_p2p,
     uses_model=False,
     summary_metrics=("p2p_gbps_min", "p2p_gbps_mean", "p2p_gbps_max", "p2p_bidir_gbps_mean", "h2d_gbps", "d2h_gbps"),
 ))
 WORKLOADS.register("membw")(WorkloadSpec(
-    schema=MembwWorkload, validate=validate_membw, run=MICROBENCH + "membw:run", plan=MICROBENCH + "membw:plan",
+    schema=MembwWorkload, validate=validate_membw, run=MICROBENCH + "membw:run", plan=plan_membw,
     uses_model=False, summary_metrics=("membw_gbps", "membw_peak_fraction", "membw_gbps/*"),
 ))
 WORKLOADS.register("tp_linear")(WorkloadSpec(
     schema=TpLinearWorkload, validate=validate_tp_linear, run=MICROBENCH + "tp_linear:run",
-    plan=MICROBENCH + "tp_linear:plan", uses_model=False,
+    plan=plan_tp_linear, uses_model=False,
     summary_metrics=("total_ms/*", "compute_ms/*", "comm_ms/*", "comm_busbw_gbps/*", "max_rel_error/*"),
 ))
 WORKLOADS.register("topology")(WorkloadSpec(

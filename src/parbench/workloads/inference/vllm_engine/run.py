@@ -21,7 +21,7 @@ from parbench.distenv import DistEnv
 from parbench.dtypes import ITEMSIZE, torch_dtype
 from parbench.metrics.energy import WindowMeter, window_metrics
 from parbench.metrics.memory import GB, peak_memory_gb
-from parbench.models.build import build_model, count_params
+from parbench.models.shapes import param_counts
 from parbench.workloads.inference import memory_per_device_gb
 from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, latency_metrics, mbu_metrics,
@@ -96,7 +96,7 @@ def set_vllm_env(cfg: Config) -> None:
 
 def weights_gb(cfg: Config) -> float:
     """model='s weights at workload.dtype, all devices together."""
-    return count_params(build_model(cfg.model, "meta"), cfg.model).total * ITEMSIZE[cfg.workload.dtype] / GB
+    return param_counts(cfg.model).total * ITEMSIZE[cfg.workload.dtype] / GB
 
 
 def resolved_weights(cfg: Config) -> str:
@@ -238,7 +238,7 @@ def model_metrics(cfg: Config, llm, latency: dict[str, float]) -> tuple[dict[str
     kv_cache_bytes = blocks * block_size * kv_bytes_per_token(cfg, parbench_shape(cfg))
     metrics = {"mem_weights_gb": memory_per_device_gb(cfg)["weights_per_device_gb"],
                "mem_kv_cache_gb": kv_cache_bytes / GB}
-    counts = count_params(build_model(cfg.model, "meta"), cfg.model)
+    counts = param_counts(cfg.model)
     weight_bytes, kv_bytes = decode_bytes_per_step(cfg.model, counts, w, ITEMSIZE[w.dtype])
     devices = p.tp * p.pp
     mbu, tags = mbu_metrics(weight_bytes, kv_bytes, latency.get("tpot_s"), devices, cfg.hardware.hbm_bandwidth_gbps)

@@ -1,6 +1,6 @@
 """The model's parameters from its config alone (no torch): every parameter's name and shape, as the
 family's module builds it, so counts, per-stage sizes and per-shard sizes follow without a build.
-tests/test_predict.py checks the counts against parbench.models.build.count_params for every
+tests/predict/test_predict.py checks the counts against parbench.models.build.count_params for every
 conf/model/*.yaml."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class ModelShapes:
 
 def family_shapes(m: ModelConfig) -> FamilyShapes:
     if m.family not in FAMILY_SHAPES:
-        raise ConfigError(f"model.family={m.family} has no parameter shapes in parbench.predict.params."
+        raise ConfigError(f"model.family={m.family} has no parameter shapes in parbench.models.shapes."
                           f"FAMILY_SHAPES (known: {', '.join(FAMILY_SHAPES)}): add its block there to predict it")
     return FAMILY_SHAPES[m.family]
 
