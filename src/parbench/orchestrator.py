@@ -106,12 +106,14 @@ def launch(cfg: Config, plan: dict, ctx: JobContext) -> dict:
           f"({cfg.hardware.backend}), job dir {ctx.job_dir}", flush=True)
     log_name = LOG_FILE if node.is_main else f"worker.node{node.rank}.log"
     nproc = job_layout(cfg)[1] // cfg.hardware.nodes
+    # The next point's torchrun, started once this one's steps are done (a sweep's end stops it).
+    prestart_next = PRESTARTED.start if parent and cfg.launch.prestart and opened_here(ctx.sweep_dir) else None
     with system_metrics(job.run.run_id, job.run.store.uri, cfg.tracking) if job.run is not None else nullcontext():
         outcome = run_torchrun(torchrun_command(cfg, node, ctx.job_dir, nproc), worker_env(cfg),
                                ctx.job_dir / log_name, cfg.launch.timeout_s, cfg.launch.log_tail_lines,
-                               cfg.launch.stall_timeout_s, memory_facts(cfg, plan))
-    if parent and cfg.launch.prestart and opened_here(ctx.sweep_dir):
-        PRESTARTED.start()  # the next point's, while this one is logged (a sweep's end stops it)
+                               cfg.launch.stall_timeout_s, memory_facts(cfg, plan), prestart_next)
+    if prestart_next:
+        prestart_next()  # no-op if started already; a failed point printed no last step
     if topology.is_alive():
         topology.join()
     if not node.is_main:

@@ -46,3 +46,15 @@ def test_an_unused_prestarted_torchrun_is_ended():
     pid = prestarted.proc.pid
     prestarted.stop()
     assert not is_alive(pid) and prestarted.proc is None
+
+
+def test_the_next_prestart_begins_once_the_last_step_line_is_out(tmp_path):
+    """The ranks only gather and save after their last step: the next point's torchrun imports then."""
+    import time
+
+    called = []
+    cmd = ["sh", "-c", 'echo "[parbench] step 1/2"; echo "[parbench] step 2/2"; sleep 3']
+    outcome = run_torchrun(cmd, dict(os.environ), tmp_path / "c.log", timeout_s=60, tail_lines=20,
+                           after_steps=lambda: called.append(time.monotonic()))
+    ended = time.monotonic()
+    assert outcome.ok and len(called) == 1 and ended - called[0] > 1.5

@@ -50,6 +50,11 @@ class Progress:
     def stepping(self) -> bool:
         return 0 < self.step < self.total
 
+    @property
+    def done(self) -> bool:
+        """The last step line is out."""
+        return 0 < self.total == self.step
+
     def stalled(self) -> bool:
         """While steps run: no new step for limit_s; before the first (model build, process group,
         compile) and after the last: no output line at all for limit_s."""

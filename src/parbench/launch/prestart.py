@@ -16,7 +16,9 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 class Prestarted:
-    """At most one torchrun waiting for its command; the orchestrator's torchrun_command runs in it."""
+    """At most one torchrun waiting for its command; the orchestrator's torchrun_command runs in it.
+    Used from the main thread only: the parent-death signal (die_with_parent) follows the thread
+    that started the process, not the process."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None

@@ -11,6 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from parbench.config.schema import Config
 from parbench.launch.cluster import NodeInfo
@@ -60,9 +61,11 @@ def worker_env(cfg: Config) -> dict[str, str]:
 
 
 def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s: float, tail_lines: int,
-                 stall_timeout_s: float = 0.0, memory: MemoryFacts | None = None) -> LaunchOutcome:
+                 stall_timeout_s: float = 0.0, memory: MemoryFacts | None = None,
+                 after_steps: Callable[[], None] | None = None) -> LaunchOutcome:
     """Run and supervise torchrun: a timeout, a stall (no new step line) or SIGINT/SIGTERM to the
-    orchestrator ends its whole process tree; a failure gets the reason torchrun's summary gives."""
+    orchestrator ends its whole process tree; a failure gets the reason torchrun's summary gives.
+    after_steps runs once the last step line is out (the ranks only gather and save from there)."""
     start = time.monotonic()
     tail: deque[str] = deque(maxlen=tail_lines)
     if INTERRUPTS.signal:  # interrupted before this job began: launch nothing
@@ -79,7 +82,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
         pump = threading.Thread(target=_pump, args=(proc, log, tail, progress, console), daemon=True)
         pump.start()
         try:
-            ended = _supervise(proc, timeout_s, progress)
+            ended = _supervise(proc, timeout_s, progress, after_steps)
             if ended:  # what torchrun prints while it is ended is teardown: worker.log only
                 console.silence()
             hang = describe_hang(proc.pid, log_path.parent) if ended in ("timeout", "stall") else ""
@@ -102,8 +105,10 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
                          interrupted=ended == "interrupt")
 
 
-def _supervise(proc: subprocess.Popen, timeout_s: float, progress: Progress) -> str:
-    """Wait for torchrun; '' when it exited by itself, else why it must be ended."""
+def _supervise(proc: subprocess.Popen, timeout_s: float, progress: Progress,
+               after_steps: Callable[[], None] | None) -> str:
+    """Wait for torchrun; '' when it exited by itself, else why it must be ended. after_steps runs on
+    this thread: a process it starts gets the parent-death signal when its creating thread ends."""
     deadline = time.monotonic() + timeout_s if timeout_s > 0 else float("inf")  # 0: no overall limit
     while True:
         try:
@@ -111,6 +116,9 @@ def _supervise(proc: subprocess.Popen, timeout_s: float, progress: Progress) -> 
             return ""
         except subprocess.TimeoutExpired:
             pass
+        if after_steps is not None and progress.done:
+            after_steps()
+            after_steps = None
         if INTERRUPTS.signal:
             return "interrupt"
         if time.monotonic() > deadline:
