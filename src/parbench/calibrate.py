@@ -46,7 +46,7 @@ HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing
                               "model.vocab=512", "model.max_seq_len=256"], []),
                "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
 EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
-FIT_ROUNDS = 6
+FIT_ROUNDS = 12
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048]]",
@@ -261,6 +261,8 @@ def calibrate(args: argparse.Namespace) -> int:
               f"the next (kept in {work / MEASURED_FILE})", file=sys.stderr)
         return 130
     cal, notes = fit(cfg, overrides, results, base_calibration(cfg))
+    if args.fit_only:  # the figures are the recorded runs', not today's
+        cal = replace(cal, source=cal.source.replace("measured", f"refitted from {work / MEASURED_FILE}", 1))
     path = save_calibration(cal, profile_path(args, cfg.hardware.name))
     print(summary(cfg, cal, notes, path), flush=True)
     try:
