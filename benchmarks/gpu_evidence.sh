@@ -339,7 +339,7 @@ PY
     HW=${1:-h100_sxm}; END=$((SECONDS + ${BUDGET_S:-530}))
     CAL=(hardware=$HW tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1)
     REC=docs/results/2026-11-24_predictor_accuracy WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
-    mkdir -p "$WORK"
+    mkdir -p "$WORK"; rm -f "$W/$HW.yaml"
     [ "$HW" = h100_sxm ] && [ ! -e "$WORK/measured.json" ] && cp "$REC/measured.json" "$WORK/"
     FROM=${ACC_FROM:-$([ "$HW" = h100_sxm ] && echo "$REC/accuracy.jsonl")}
     [ -e "$JSONL" ] || { [ -n "$FROM" ] && cp "$FROM" "$JSONL" || : > "$JSONL"; }
