@@ -262,7 +262,7 @@ def calibrate(args: argparse.Namespace) -> int:
         return 130
     cal, notes = fit(cfg, overrides, results, base_calibration(cfg))
     if args.fit_only:  # the figures are the recorded runs', not today's
-        cal = replace(cal, source=cal.source.replace("measured", f"refitted from {work / MEASURED_FILE}", 1))
+        cal = replace(cal, source=cal.source.replace("measured", f"from the runs recorded in {work / MEASURED_FILE}, made", 1))
     path = save_calibration(cal, profile_path(args, cfg.hardware.name))
     print(summary(cfg, cal, notes, path), flush=True)
     try:
