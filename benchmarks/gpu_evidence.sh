@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families   (see each below; decode takes benchmarks/decode_mbu.py's options)
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31   (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
 set -uo pipefail
@@ -329,6 +329,30 @@ PY
     stamped qwen3_selective "${COMMON[@]}" workload.seq_len=2048 workload.batch_size=4 model=qwen3_1_7b \
       workload.activation_checkpointing=selective "$@"
     stamped compiled1b "${COMMON[@]}" "${L1B[@]}" workload.seq_len=4096 workload.batch_size=2 workload.compile=true "$@"
+    ;;
+  calib31)  # 1 GPU (issue 31), one call of at most ~9 min: `parbench calibrate` resumed from the recorded
+    # measured.json (H100: only the runs added since, host_full/host_gpt2/host_qwen3 and infer_* at 10 repeats),
+    # a profiled Qwen3 full-checkpointing step (its op shares: where its -43 % goes), then the accuracy cases
+    # the jsonl does not hold yet, each appended to $OUT/accuracy_<hw>.jsonl as it ends, until the budget.
+    # `calib31 h200`: no recorded runs, the whole calibration (~10 min): a second call continues it.
+    # Carry an earlier call's jsonl back as ACC_FROM=<file> (default: the recorded H100 cases).
+    HW=${1:-h100_sxm}; END=$((SECONDS + ${BUDGET_S:-530}))
+    CAL=(hardware=$HW tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1)
+    REC=docs/results/2026-11-24_predictor_accuracy WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
+    mkdir -p "$WORK"; rm -f "$W/$HW.yaml"
+    [ "$HW" = h100_sxm ] && [ ! -e "$WORK/measured.json" ] && cp "$REC/measured.json" "$WORK/"
+    FROM=${ACC_FROM:-$([ "$HW" = h100_sxm ] && echo "$REC/accuracy.jsonl")}
+    [ -e "$JSONL" ] || { [ -n "$FROM" ] && cp "$FROM" "$JSONL" || : > "$JSONL"; }
+    timeout $((END - SECONDS - 90)) python -m parbench calibrate "${CAL[@]}" --work "$WORK" --out "$W/$HW.yaml" 2>&1 \
+      | grep -v INFO | tee "$W/calibrate.log"
+    cp "$WORK/measured.json" "$W/measured_$HW.json"; pack
+    [ -e "$W/$HW.yaml" ] || { echo "calibration not finished: call the suite again"; exit 0; }
+    [ "${DIAG:-1}" = 1 ] && timeout 120 python -m parbench "${CAL[@]}" parallel=dp workload=train model=qwen3_1_7b \
+      workload.seq_len=2048 workload.batch_size=2 workload.activation_checkpointing=full workload.steps=4 \
+      workload.warmup_steps=2 profile.enabled=true hydra.run.dir="$W/diag_qwen3" 2>&1 | grep -v "\] step" | tail -40 \
+      > "$W/diag_qwen3.log"
+    python benchmarks/predictor_accuracy.py measure --jsonl "$JSONL" --budget-s $((END - SECONDS)) hardware=$HW
+    python benchmarks/predictor_accuracy.py table --jsonl "$JSONL" --calibration "$W/$HW.yaml" --out "$W/accuracy_$HW.md"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

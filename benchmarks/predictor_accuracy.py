@@ -1,9 +1,10 @@
 """How close the performance model (parbench.predict) comes to measured runs on this GPU machine.
 Each case runs through the real CLI and its measured metrics are appended to a JSON-lines file as
-it ends (a cut-short call keeps what finished); the table sets the model's prediction of the same
+it ends (a cut-short call keeps what finished, and a call on the same file measures only the cases
+it does not hold yet); the table sets the model's prediction of the same
 config, with the named calibration profile, beside them, so it can be made again from the file.
 
-    python benchmarks/predictor_accuracy.py measure --jsonl runs.jsonl [--cases train,infer] [overrides...]
+    python benchmarks/predictor_accuracy.py measure --jsonl runs.jsonl [--cases train,infer] [--budget-s S] [overrides...]
     python benchmarks/predictor_accuracy.py table --jsonl runs.jsonl [--calibration FILE] [--out table.md]
 
 Cases (issue 31): llama3_2_1b, qwen3_1_7b and gpt2_xl on one GPU, sequences 1024 to 8192, eager
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from parbench.fmt import format_metric
@@ -49,13 +51,16 @@ CASES = {
         train("qwen3_1_7b", 8192, 1, True, "selective"),
         train("gpt2_xl", 2048, 4, True, "full", "model.max_seq_len=2048"),
         train("llama3_2_1b", 1024, 8, False, "full"), train("qwen3_1_7b", 4096, 2, True, "none"),
+        # the Qwen3 full-checkpointing case's shape without checkpointing, and the 1B Llama at it:
+        # which of family and checkpointing its error follows
+        train("qwen3_1_7b", 2048, 2, False, "none"), train("llama3_2_1b", 2048, 2, False, "full"),
     ],
     "infer": [[*INFER, f"model={m}", f"workload.batch_size={b}"]
               for m, b in (("llama3_2_1b", 1), ("llama3_2_1b", 32), ("qwen3_1_7b", 8))],
 }
 # The order they run in: a call that runs out of time has measured a spread of them.
-ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:2", "train:3", "infer:1", "train:6",
-         "train:7", "infer:2", "train:8", "train:9")
+ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
+         "train:6", "train:7", "infer:2", "train:8", "train:9")
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
@@ -66,17 +71,31 @@ def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
     return json.loads((job_dir / "results.json").read_text())["metrics"]
 
 
-def measure_all(kinds: list[str], extra: list[str], jsonl: Path) -> None:
+def measured_before(jsonl: Path) -> list[list[str]]:
+    """The overrides of the cases the file already holds with metrics (a continued call skips them)."""
+    lines = jsonl.read_text().splitlines() if jsonl.exists() else []
+    return [r["overrides"] for r in map(json.loads, filter(str.strip, lines)) if r["metrics"]]
+
+
+def measure_all(kinds: list[str], extra: list[str], jsonl: Path, budget_s: float) -> None:
+    """Each case not in the file yet, in ORDER, as long as one more fits in the budget (a case's
+    time is taken as the longest so far)."""
+    done, start, longest = measured_before(jsonl), time.monotonic(), 0.0
     with tempfile.TemporaryDirectory() as tmp:
         uri = f"sqlite:///{tmp}/mlflow.db"
         for key in ORDER:
             kind, i = key.split(":")
-            if kind not in kinds:
-                continue
             overrides = [*CASES[kind][int(i)], *extra]
+            if kind not in kinds or any(sorted(overrides) == sorted(d) for d in done):
+                continue
+            if time.monotonic() - start + longest > budget_s:
+                print(f"budget of {budget_s:.0f} s spent: {key} and the cases after it are left for the next call")
+                return
+            case_start = time.monotonic()
             metrics = measure(overrides, Path(tmp) / key.replace(":", "_"), uri)
             with jsonl.open("a") as f:
                 f.write(json.dumps({"kind": kind, "overrides": overrides, "metrics": metrics}) + "\n")
+            longest = max(longest, time.monotonic() - case_start)
 
 
 def error_pct(predicted: float, measured: float) -> float:
@@ -142,10 +161,12 @@ def main() -> None:
     parser.add_argument("--cases", default="train,infer", help="comma list of: " + ", ".join(CASES))
     parser.add_argument("--calibration", help="profile to predict with (default: the hardware's, as a run finds it)")
     parser.add_argument("--out", type=Path, help="markdown table (for docs/results/)")
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="measure: start no case that would end past this many seconds")
     parser.add_argument("overrides", nargs="*", help="added to every case, e.g. hardware=h200")
     args = parser.parse_intermixed_args()
     if args.action == "measure":
-        measure_all(args.cases.split(","), args.overrides, args.jsonl)
+        measure_all(args.cases.split(","), args.overrides, args.jsonl, args.budget_s)
         return
     records = [json.loads(line) for line in args.jsonl.read_text().splitlines() if line.strip()]
     rows = [row(r["kind"], r["overrides"], r["metrics"], args.calibration) for r in records if r["metrics"]]

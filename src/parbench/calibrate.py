@@ -29,9 +29,9 @@ from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.layout import Layout
-from parbench.predict.learn import InferenceRun, Run, learn, learn_inference, per_step_and_layer
+from parbench.predict.host_fit import HostRun, fit_host
+from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
 from parbench.predict.microbench_fits import fit_links, fit_matmul, matmul_points
-from parbench.predict.step import predict_step
 
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024]]", "membw_end": "64M",
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
@@ -39,7 +39,14 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=30", "profile.enabled=false", "parallel=dp"]
-FIT_ROUNDS = 6
+# The host runs beyond the tiny Llama at two depths: the same checkpointed, and GPT-2- and
+# Qwen3-shaped blocks at the tiny model's size.
+HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing=full"]),
+               "host_gpt2": (["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256",
+                              "model.vocab=512", "model.max_seq_len=256"], []),
+               "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
+EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
+FIT_ROUNDS = 12
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048]]",
@@ -86,6 +93,10 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         # and the deeper one compiled: a compiled block's dispatch per layer
         "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
                           "workload.compile=true"],
+        # the deeper one checkpointed (its forward's calls replayed: per call apart from per backward
+        # op), and blocks of other op mixes (predict/host_fit.py)
+        **{name: ["workload=train", *model, f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN, *extra]
+           for name, (model, extra) in HOST_SHAPES.items()},
     }
 
 
@@ -102,6 +113,13 @@ def run_one(name: str, cmd: list[str], job_dir: Path) -> dict:
     return json.loads((job_dir / RESULTS_FILE).read_text())["metrics"]
 
 
+def same_run(before: list[str] | None, now: list[str]) -> bool:
+    """The same overrides, wherever the job dir was (a measured.json moved to another --work)."""
+    def what(args: list[str] | None) -> list[str] | None:
+        return args and [a for a in args if not a.startswith("hydra.run.dir=")]
+    return before is not None and what(before) == what(now)
+
+
 def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dict[str, dict]:
     """Each benchmark one after the other; name -> its metrics. What <work>/measured.json holds
     from an earlier call with the same command is kept, each new result is added as it ends."""
@@ -112,7 +130,7 @@ def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dic
     for i, (name, extra) in enumerate(runs.items(), 1):
         # resume=false: a calibration measures now, even where the store has the same config FINISHED
         args = [*overrides, *extra, "resume=false", f"hydra.run.dir={work / name}"]
-        if measured.get(name, {}).get("args") == args:
+        if same_run(measured.get(name, {}).get("args"), args):
             print(f"[calibrate] {i}/{len(runs)} {name}: measured before, kept ({work / name})", flush=True)
             results[name] = measured[name]["metrics"]
             continue
@@ -123,6 +141,14 @@ def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dic
         write_json_atomic(ledger, measured)
         print(f"[calibrate]   done in {format_metric('duration_s', time.monotonic() - start)}", flush=True)
     return results
+
+
+def recorded(work: Path) -> dict[str, dict]:
+    """What <work>/measured.json holds, by run name, whatever the runs' overrides were (--fit-only)."""
+    ledger = work / MEASURED_FILE
+    if not ledger.exists():
+        raise ConfigError(f"--fit-only: {ledger} does not exist; name the --work of a calibration that measured runs")
+    return {name: entry["metrics"] for name, entry in json.loads(ledger.read_text()).items()}
 
 
 def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> tuple[Calibration, list[str]]:
@@ -136,12 +162,15 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
                   dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
-    hosts = {n: benchmark_layout(overrides, n) for n in (*HOST_RUNS, "host_compiled") if n in results}
+    eager = [HostRun(benchmark_layout(overrides, n), results[n]["step_time_s"]) for n in EAGER_HOST_RUNS if n in results]
+    compiled = HostRun(benchmark_layout(overrides, "host_compiled"), results["host_compiled"]["step_time_s"]) \
+        if "host_compiled" in results else None
     for _ in range(FIT_ROUNDS):
-        cal, learned = learn(replace(cal, **fit_host(hosts, results, cal)), runs)
+        host, host_notes = fit_host(eager, compiled, cal)
+        cal, learned = learn(replace(cal, **host), runs)
     cal = learn_inference(cal, [InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
                                 for n, m in results.items() if n.startswith("infer_")])
-    notes += learned
+    notes += host_notes + learned
     return replace(cal, notes="; ".join(notes) or None), notes
 
 
@@ -157,26 +186,6 @@ def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, R
             for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 
-def host_seconds_measured(layout: Layout, measured: float, cal: Calibration) -> float:
-    """A tiny model's step is all dispatch on a GPU (its kernels finish long before the host
-    dispatches the next); on a CPU, what it takes beyond the device model's time."""
-    if layout.cfg.hardware.device_type != "cpu":
-        return measured
-    bare = replace(cal, host_s_per_step=0.0, host_s_per_layer=0.0, host_s_per_layer_compiled=0.0)
-    return measured - predict_step(layout, bare).step_time_s
-
-
-def fit_host(layouts: dict[str, Layout], results: dict[str, dict], cal: Calibration) -> dict[str, float]:
-    """Host dispatch per step and per layer from the tiny model at two depths, and per compiled layer
-    from the deeper one compiled."""
-    host = {n: host_seconds_measured(layouts[n], results[n]["step_time_s"], cal) for n in layouts}
-    line = per_step_and_layer([(layers, host[name]) for layers, name in zip(HOST_LAYERS, HOST_RUNS)])
-    per_step, per_layer = line.get("per_step", 0.0), line.get("per_layer", 0.0)
-    deep = HOST_LAYERS[-1]
-    compiled = max(0.0, (host["host_compiled"] - per_step) / deep) if "host_compiled" in host else 0.0
-    return {"host_s_per_step": per_step, "host_s_per_layer": per_layer, "host_s_per_layer_compiled": compiled}
-
-
 def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
     from parbench.tracking.store import Store  # mlflow: only once there is something to record
 
@@ -187,7 +196,8 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                "calibration_link_busbw_gbps": cal.intra_node.busbw_gbps,
                                "calibration_link_latency_s": cal.intra_node.latency_s,
                                "calibration_host_s_per_step": cal.host_s_per_step,
-                               "calibration_host_s_per_layer": cal.host_s_per_layer})
+                               "calibration_host_s_per_call": cal.host_s_per_call,
+                               "calibration_host_s_per_backward_op": cal.host_s_per_backward_op})
     store.log_artifacts(run_id, [path])
     store.finish(run_id, ok=True)
 
@@ -232,7 +242,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
-        f" per step + {format_metric('host_s', cal.host_s_per_layer)} per layer",
+        f" per step + {format_metric('host_s', cal.host_s_per_call)} per forward call + "
+        f"{format_metric('host_s', cal.host_s_per_backward_op)} per backward op",
         *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])
 
 
@@ -243,13 +254,15 @@ def calibrate(args: argparse.Namespace) -> int:
         (work / MEASURED_FILE).unlink()
     runs = benchmarks(cfg)
     try:
-        results = run_all(overrides, runs, work)
+        results = recorded(work) if args.fit_only else run_all(overrides, runs, work)
     except KeyboardInterrupt:
         done = len(json.loads((work / MEASURED_FILE).read_text())) if (work / MEASURED_FILE).exists() else 0
         print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "
               f"the next (kept in {work / MEASURED_FILE})", file=sys.stderr)
         return 130
     cal, notes = fit(cfg, overrides, results, base_calibration(cfg))
+    if args.fit_only:  # the figures are the recorded runs', not today's
+        cal = replace(cal, source=cal.source.replace("measured", f"from the runs recorded in {work / MEASURED_FILE}, made", 1))
     path = save_calibration(cal, profile_path(args, cfg.hardware.name))
     print(summary(cfg, cal, notes, path), flush=True)
     try:
@@ -268,6 +281,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", type=Path, help="job dirs of the runs and measured.json "
                                                   "(default outputs/calibrate/<hardware>_<nodes>x<gpus>)")
     parser.add_argument("--fresh", action="store_true", help="measure every run again")
+    parser.add_argument("--fit-only", action="store_true", help="fit the runs <work>/measured.json holds, run nothing "
+                                                                "(a profile again from recorded measurements)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides: hardware=..., tracking.uri=...")
     args = parser.parse_intermixed_args(argv)
     try:

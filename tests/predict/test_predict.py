@@ -91,33 +91,6 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
     assert tflops == pytest.approx(600) and half == pytest.approx(2.0)
 
 
-def test_host_dispatch_fit_recovers_its_parameters_and_adds_on_cpu_hides_on_gpu():
-    """Steps measured as the device model's time + 3 ms + 0.5 ms per layer (a CPU) give back those
-    figures; a GPU's host time counts only where it exceeds the device's work."""
-    from dataclasses import replace
-
-    from parbench.calibrate import HOST_LAYERS, benchmark_layout, fit_host
-    from parbench.predict.calibration import load_calibration
-    from parbench.predict.step import predict_step
-
-    cal = replace(load_calibration("cpu"), host_s_per_step=0.0, host_s_per_layer=0.0)
-    results, layouts = {}, {}
-    for layers in HOST_LAYERS:
-        layouts[f"host_{layers}_layers"] = layout = benchmark_layout(["hardware=cpu"], f"host_{layers}_layers")
-        results[f"host_{layers}_layers"] = {"step_time_s": predict_step(layout, cal).step_time_s
-                                            + 3e-3 + 0.5e-3 * layers}
-    fitted = fit_host(layouts, results, cal)
-    assert (fitted["host_s_per_step"], fitted["host_s_per_layer"]) == pytest.approx((3e-3, 0.5e-3))
-    timed = replace(cal, host_s_per_step=3e-3, host_s_per_layer=0.5e-3)
-    cpu = compose("hardware=cpu", "parallel=pp", "parallel.pp=2", "parallel.pp_microbatches=2")  # 1 layer per stage
-    assert predict(cpu, validate(cpu, None), timed).host_s == pytest.approx(3e-3 + 0.5e-3 * 1 * 2)
-    gpu = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload.seq_len=2048")
-    assert predict(gpu, validate(gpu, None), timed).host_s == 0.0  # 11 ms of dispatch under a longer device step
-    tiny = compose("hardware=h100_sxm", "hardware.gpus_per_node=1")
-    p = predict(tiny, validate(tiny, None), timed)
-    assert p.step_time_s == pytest.approx(3e-3 + 0.5e-3 * 2) and p.bottleneck == "host dispatch"
-
-
 def test_calibration_runs_even_where_the_store_has_the_same_config_finished(monkeypatch, tmp_path):
     """resume (on by default) would skip a calibration run whose config a store already holds."""
     import subprocess

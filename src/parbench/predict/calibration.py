@@ -84,8 +84,12 @@ class Calibration:
     overlap: Dict[str, float] = field(default_factory=lambda: dict(MEASURED_OVERLAP))
     memory_overhead_gb: float = 0.0  # what a rank holds beyond its tensors (measured: peak minus tensors)
     # Host time of an eager training step that the device model does not count (Python and op
-    # dispatch): per step, plus per layer and micro-batch (forward, backward).
+    # dispatch): per step, plus per torch call of the Python forward (and a checkpointed block's
+    # replay) and per aten op of the autograd engine's backward (models/dispatch_table.py counts
+    # both per layer); a profile from before those were fitted has one figure per layer instead.
     host_s_per_step: float = 0.0
+    host_s_per_call: float = 0.0
+    host_s_per_backward_op: float = 0.0
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
     attention_tflops: float = 0.0  # causal attention's achieved rate (0: SPEC_ATTENTION_EFFICIENCY x matmul)

@@ -69,18 +69,30 @@ def attention_seconds(layout: Layout, cal: Calibration) -> float:
     return flops * tokens_per_device(layout) / cal.attention_rate()
 
 
-def elementwise_bytes(layout: Layout) -> float:
-    """The minimum element-wise traffic: forward per layer and token reads and writes the norms (4h),
-    residual adds (6h), RoPE on q and k (none with learned positions) and the MLP's activation
-    (SwiGLU: 3 ffn, GELU: 2 ffn), backward twice that; the loss's softmax and cross-entropy over
-    fp32 logits; the weights cast to the compute dtype."""
+def elementwise_per_token(layout: Layout) -> float:
+    """Elements one layer's forward reads and writes per token beyond the GEMMs: the two norms (4h),
+    the residual adds (6h), RoPE on q and k (none with learned positions), Qwen3's q and k norms,
+    the MLP's activation (SwiGLU: 3 ffn, GELU: 2 ffn); with biases, the backward's bias gradients
+    read each biased output once more (a third of that here, as the forward counts thrice)."""
     m, d, fam = layout.cfg.model, layout.dims, layout.family
     hd = m.head_dim or m.hidden // m.heads
+    qk = (m.heads + m.kv_heads) * hd / d.tp
     h = m.hidden / (d.tp if layout.cfg.parallel.sp else 1)
-    rope = 0 if fam.learned_positions else 2 * (m.heads + m.kv_heads) * hd / d.tp
-    forward = 10 * h + rope + (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
+    rope = 0 if fam.learned_positions else 2 * qk
+    qk_norm = 2 * qk if m.qk_norm else 0
+    mlp = (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
+    biased = (qk + m.kv_heads * hd / d.tp if fam.norm_bias or m.qkv_bias else 0) \
+        + (m.hidden + m.ffn / d.tp + 2 * h if fam.norm_bias else 0)  # q, k, v; output, MLP and norms (GPT-2)
+    return 10 * h + rope + qk_norm + mlp + biased / 3
+
+
+def elementwise_bytes(layout: Layout) -> float:
+    """The minimum element-wise traffic: each layer's (elementwise_per_token) forward and twice
+    that backward; the loss's softmax and cross-entropy over fp32 logits; the weights cast to the
+    compute dtype."""
+    m, d = layout.cfg.model, layout.dims
     tokens = layout.microbatch_tokens * layout.microbatches
-    layers = 3 * forward * tokens * layout.dtype_bytes * m.layers / d.pp
+    layers = 3 * elementwise_per_token(layout) * tokens * layout.dtype_bytes * m.layers / d.pp
     loss = 6 * tokens * m.vocab / d.tp * FP32
     casts = size(layout.stage) * (FP32 + layout.dtype_bytes) * layout.microbatches if layout.dtype_bytes < FP32 else 0
     return layers + loss + casts
@@ -99,13 +111,45 @@ def step_compute(layout: Layout, cal: Calibration) -> Compute:
     return Compute(matmul, attention, elementwise, optimizer_seconds(layout, cal), recompute)
 
 
-def host_seconds(layout: Layout, cal: Calibration) -> float:
-    """Dispatch time of one step on the host: per step, plus per layer of the stage and micro-batch."""
-    per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
-    return cal.host_s_per_step + per_layer * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+@dataclass(frozen=True)
+class Host:
+    """Seconds the host spends dispatching one step, by the phase the device runs them in."""
+
+    forward_s: float  # the Python forward's torch calls
+    backward_s: float  # the autograd engine's ops, and the checkpointed blocks' Python replay
+    step_s: float  # the rest: the loop, the optimizer's launch; or the whole step where not split
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_s + self.step_s
 
 
-def exposed_host_seconds(device_s: float, host_s: float, on_cpu: bool) -> float:
-    """What dispatch adds to the step: all of it on a CPU, which runs each op as the host dispatches
-    it; on a GPU only what the device's work does not cover (the host queues kernels ahead)."""
-    return host_s if on_cpu else max(0.0, host_s - device_s)
+def host_seconds(layout: Layout, cal: Calibration) -> Host:
+    """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
+    each, per layer of the stage and micro-batch and per micro-batch; a compiled step, a profile
+    without those costs or a family without counts: per step plus per layer, unsplit."""
+    passes = layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+    counts = layout.dispatch
+    if layout.compiled or not cal.host_s_per_call or counts is None:
+        per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
+        return Host(0.0, 0.0, cal.host_s_per_step + per_layer * passes)
+    layer, step = counts.per_layer, counts.per_step
+    calls = layer.forward_calls * passes + step.forward_calls * layout.microbatches
+    replayed = layer.forward_calls * passes if layout.activation_checkpointing != "none" else 0.0
+    ops = layer.backward_ops * passes + step.backward_ops * layout.microbatches
+    return Host(cal.host_s_per_call * calls, cal.host_s_per_backward_op * ops + cal.host_s_per_call * replayed,
+                cal.host_s_per_step)
+
+
+def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool) -> float:
+    """What dispatch adds to the device's step (compute, then `rest_s` of bubble and exposed
+    communication). A CPU runs each op as the host dispatches it: all of it. A GPU runs what the
+    host queued: a phase lasts the longer of its kernels and their dispatch, since the launch queue
+    (about a thousand kernels) holds far less than a phase of an eager LLM step, so a slow forward
+    is not covered by the backward's slack; and the step lasts at least its whole dispatch."""
+    if on_cpu:
+        return host.total_s
+    forward, backward = compute.forward_s, compute.total_s - compute.forward_s - compute.optimizer_s
+    device = compute.total_s + rest_s
+    phased = (max(forward, host.forward_s) + max(backward, host.backward_s) + compute.optimizer_s + rest_s)
+    return max(phased, host.total_s) - device

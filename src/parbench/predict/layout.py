@@ -1,6 +1,6 @@
 """One layout as the model sees it, read once: the degrees, which strategies the table turns on, the
-model's parameter shapes and counts and the largest stage's share of them, the batch per device and
-micro-batch, and which link each parallel group's collectives cross. Everything after (costs,
+model's parameter shapes and counts and the largest stage's share of them, what the host dispatches
+per layer, the batch per device and micro-batch, and which link each parallel group's collectives cross. Everything after (costs,
 communication, memory) reads these instead of walking the config again."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from parbench.config.dims import MESH_DIMS, ParallelDims
 from parbench.config.schema import Config
 from parbench.dtypes import ITEMSIZE, resolve_dtype
 from parbench.models import ParamCounts
+from parbench.models.dispatch_table import FamilyDispatch, family_dispatch
 from parbench.parallel.specs import STRATEGIES, theoretical_bubble
 from parbench.models.shapes import (FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
                                     size, tp_split)
@@ -40,6 +41,11 @@ class Layout:
     @cached_property
     def counts(self) -> ParamCounts:
         return param_counts(self.cfg.model)
+
+    @cached_property
+    def dispatch(self) -> FamilyDispatch | None:
+        """What the host dispatches per layer and per step for this family (None: not counted)."""
+        return family_dispatch(self.cfg.model)
 
     @cached_property
     def block_on_rank(self) -> int:

@@ -7,8 +7,9 @@
 
 compute is the dense GEMMs, attention, element-wise work, the optimizer and the recomputed forward
 (costs.py); communication per strategy minus what that strategy hides behind compute (never more
-than the compute there is); host dispatch counts in full on a CPU and only beyond the device's work
-on a GPU."""
+than the compute there is); host dispatch (the family's calls and ops at their calibrated costs)
+counts in full on a CPU, and on a GPU where it exceeds the device's work of its phase (forward,
+backward) or of the whole step."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     comm = hidden_within(exposed_seconds(step_comms(layout), cal), compute.total_s)
     device = compute.total_s + bubble + sum(exposed for _, exposed in comm.values())
     on_cpu = layout.cfg.hardware.device_type == "cpu"
-    host = exposed_host_seconds(device, host_seconds(layout, cal), on_cpu)
+    host = exposed_host_seconds(compute, device - compute.total_s, host_seconds(layout, cal), on_cpu)
     step = device + host
     return Prediction(step, layout.tokens_per_step / step, compute, bubble, host, comm,
                       estimate_memory(layout, cal), cal.label(layout.cfg.hardware.name),

@@ -1,0 +1,127 @@
+"""Host dispatch in the model: each family's calls and ops counted from its own modules, their
+costs fitted from the calibration's tiny runs, and on a GPU the host counted only where it exceeds
+the device's work of a phase. Old profiles and measured.json files (from before the per-call
+costs) still load and fit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from parbench import calibrate
+from parbench.models.dispatch_table import dispatch_signature, family_dispatch
+from parbench.paths import CONF_DIR
+from parbench.prepare import validate
+from parbench.predict.calibration import load_calibration
+from parbench.predict.costs import host_seconds
+from parbench.predict.host_fit import TIED, HostRun, fit_host
+from parbench.predict.layout import Layout
+from parbench.predict.step import predict_step
+from conftest import compose
+
+H100 = str(CONF_DIR / "calibrations" / "h100_sxm.yaml")
+RECORDED = Path(__file__).parents[2] / "docs/results/2026-11-24_predictor_accuracy/measured.json"
+RECORDED_COMMAND = ["hardware=h100_sxm", "tracking.uri=sqlite:////tmp/mlflow.db", "hardware.gpus_per_node=1"]
+
+
+def layout(*overrides: str) -> Layout:
+    cfg = compose(*overrides)
+    return Layout.of(cfg, validate(cfg, None))
+
+
+def test_the_table_holds_what_each_model_dispatches_now():
+    """dispatch_counts.json against a fresh count of every conf/model/*.yaml (after a change to a
+    model's code: python -m parbench.models.dispatch)."""
+    from parbench.models.dispatch import conf_models, count
+
+    for name, m in conf_models().items():
+        assert family_dispatch(m).signature == dispatch_signature(m), name
+        fresh = count(m)
+        table = family_dispatch(m)
+        assert (table.per_layer.forward_calls, table.per_layer.backward_ops) == (
+            fresh["per_layer"]["forward_calls"], fresh["per_layer"]["backward_ops"]), name
+
+
+def test_qwen3_blocks_dispatch_more_than_llama_and_gpt2_fewer():
+    llama, qwen3, gpt2 = (family_dispatch(compose(f"model={m}").model).per_layer
+                          for m in ("llama3_2_1b", "qwen3_1_7b", "gpt2_xl"))
+    assert qwen3.forward_calls > llama.forward_calls > gpt2.forward_calls  # q/k norms; no RoPE, fused LayerNorm
+    assert qwen3.backward_ops > llama.backward_ops > gpt2.backward_ops
+
+
+def test_full_checkpointing_replays_the_forwards_calls_in_the_backward():
+    cal = replace(load_calibration(H100), host_s_per_call=20e-6, host_s_per_backward_op=5e-6)
+    base = ["hardware=h100_sxm", "hardware.gpus_per_node=1", "model=qwen3_1_7b"]
+    none, full = (host_seconds(layout(*base, f"workload.activation_checkpointing={ac}"), cal) for ac in ("none", "full"))
+    calls = family_dispatch(compose(*base).model).per_layer.forward_calls * 28
+    assert full.forward_s == none.forward_s and full.backward_s - none.backward_s == pytest.approx(20e-6 * calls)
+
+
+def synthetic_runs(cal, names: tuple[str, ...], overrides: list[str]) -> list[HostRun]:
+    return [HostRun(lay := calibrate.benchmark_layout(overrides, n), predict_step(lay, cal).step_time_s) for n in names]
+
+
+def test_the_host_fit_recovers_per_step_per_call_and_per_op_costs():
+    """CPU steps made by the model with known costs give them back; the two tiny depths alone
+    cannot tell a call from an op, and say so."""
+    truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_call=20e-6, host_s_per_backward_op=5e-6)
+    runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
+    fitted, notes = fit_host(runs, None, truth)
+    assert [fitted[k] for k in ("host_s_per_step", "host_s_per_call", "host_s_per_backward_op")] == pytest.approx(
+        [3e-3, 20e-6, 5e-6], rel=1e-6) and not notes
+    _, notes = fit_host(runs[:2], None, truth)
+    assert notes == [TIED]
+
+
+def test_on_a_gpu_a_host_bound_forward_shows_even_where_the_whole_step_hides_the_host():
+    """1B Llama, seq 2048 x 2: its forward's device work is shorter than a slow forward dispatch,
+    while the whole step's dispatch is still shorter than the whole step's kernels."""
+    cal = replace(load_calibration(H100), host_s_per_call=50e-6, host_s_per_backward_op=1e-6)
+    lay = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload.seq_len=2048",
+                 "workload.batch_size=2")
+    p, host = predict_step(lay, cal), host_seconds(lay, cal)
+    assert host.total_s < p.compute.total_s and host.forward_s > p.compute.forward_s
+    assert p.host_s == pytest.approx(host.forward_s - p.compute.forward_s)
+    cpu = layout("hardware=cpu")
+    assert predict_step(cpu, cal).host_s == pytest.approx(host_seconds(cpu, cal).total_s)  # a CPU: all of it
+
+
+@pytest.mark.parametrize("change", [("model.layers=2", "model.layers=4"),
+                                    ("workload.activation_checkpointing=none", "workload.activation_checkpointing=full")])
+def test_the_host_term_moves_the_tiny_models_step_in_the_measured_direction(change):
+    """The shipped H100 profile: the tiny model (all host on a GPU) measured 8.2 ms at 2 layers and
+    13.1 ms at 4; deeper and checkpointed steps dispatch more."""
+    cal = load_calibration(H100)
+    before, after = (predict_step(layout("hardware=h100_sxm", "hardware.gpus_per_node=1", c), cal).step_time_s
+                     for c in change)
+    assert after > before
+    if change[0] == "model.layers=2":
+        assert (before, after) == pytest.approx((8.2e-3, 13.1e-3), rel=0.05)
+
+
+def test_a_measured_json_from_before_the_new_host_runs_fits_and_resumes_with_only_those(monkeypatch, tmp_path, capsys):
+    """The recorded H100 measured.json (13 runs): --fit-only makes a profile with the tied host
+    costs; the calibrate command that made it measures only the runs added since."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(RECORDED, work / calibrate.MEASURED_FILE)
+    out = tmp_path / "h100.yaml"
+    args = [*RECORDED_COMMAND, "--work", str(work), "--out", str(out)]
+    assert calibrate.main([*args, "--fit-only"]) == 0
+    assert TIED in capsys.readouterr().out and load_calibration(str(out)).host_s_per_call > 0
+    ran = []
+
+    def fake(cmd, **kwargs):
+        if "parbench" not in cmd:
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        ran.append(Path(next(a for a in cmd if a.startswith("hydra.run.dir="))).name)
+        raise KeyboardInterrupt  # stop at the first run it would measure
+    monkeypatch.setattr(subprocess, "run", fake)
+    assert calibrate.main(args) == 130
+    recorded = json.loads(RECORDED.read_text())
+    assert ran and ran[0] not in recorded or recorded[ran[0]]["args"][-3] != "workload.repeats=10"
