@@ -8,7 +8,8 @@ measured batch, TPOT and MBU.
     # on one GPU:   model=llama2_7b hardware.gpus_per_node=1 workload.batch_size=4 workload.input_len=64,128
 
 --cache: the compile cache (default: a new empty folder, so the first point compiles); --log keeps
-every console line with the seconds since the sweep started."""
+every console line with the seconds since the sweep started. `verify` is decode_mismatched_tokens
+(workload.verify=true: the tokens against the eager recompute reference; nan: not verified)."""
 
 from __future__ import annotations
 
@@ -51,16 +52,17 @@ def run_metrics(tracking: str) -> list[dict]:
     return [{"status": r["status"], "cache": r.get("tags.compile_cache"), "key": r.get("tags.compile_key"),
              "hits": get(r, "compile_cache_hits"), "misses": get(r, "compile_cache_misses"),
              "first_batch_s": get(r, "first_batch_s"), "build_s": get(r, "model_build_s"),
-             "tpot_ms": 1000 * get(r, "tpot_s_p50"), "mbu_pct": 100 * get(r, "mbu")} for _, r in runs.iterrows()]
+             "tpot_ms": 1000 * get(r, "tpot_s_p50"), "mbu_pct": 100 * get(r, "mbu"),
+             "mismatched": get(r, "decode_mismatched_tokens")} for _, r in runs.iterrows()]
 
 
 def print_table(rows: list[dict]) -> None:
     print(f"\n{'point':40s} {'cache':>7s} {'hit/miss':>8s} {'build':>6s} {'1st batch':>9s} {'rank->meas':>10s} "
-          f"{'TPOT ms':>8s} {'MBU %':>6s}  key")
+          f"{'TPOT ms':>8s} {'MBU %':>6s} {'verify':>6s}  key")
     for r in rows:
         print(f"{r['name'][:40]:40s} {str(r['cache']):>7s} {r['hits']:3.0f}/{r['misses']:<4.0f} {r['build_s']:6.2f} "
-              f"{r['first_batch_s']:9.2f} {r['rank_to_measuring_s']:10.2f} {r['tpot_ms']:8.3f} {r['mbu_pct']:6.1f}  "
-              f"{r['key']}")
+              f"{r['first_batch_s']:9.2f} {r['rank_to_measuring_s']:10.2f} {r['tpot_ms']:8.3f} {r['mbu_pct']:6.1f} "
+              f"{r['mismatched']:6.0f}  {r['key']}")
 
 
 def main() -> None:
@@ -68,8 +70,10 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="compile cache folder (default: a new empty one)")
     parser.add_argument("--log", type=Path, help="write the timed console lines here")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--root", type=Path, help="the sweep's folder and MLflow store (default: a new temporary one)")
     args, overrides = parser.parse_known_args()
-    root = Path(tempfile.mkdtemp(prefix="parbench_compile_reuse_"))
+    root = (args.root or Path(tempfile.mkdtemp(prefix="parbench_compile_reuse_"))).resolve()
+    root.mkdir(parents=True, exist_ok=True)
     tracking = f"sqlite:///{root}/mlflow.db"
     cmd = [sys.executable, "-m", "parbench", "-m", "workload=inference", "workload.decode_mode=compile",
            f"compile_cache={(args.cache or root / 'compile_cache').resolve()}", "resume=false",
