@@ -12,7 +12,7 @@ mkdir -p "$W"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 pack() {  # with $OUT set (the device tool), the tables, plots and logs so far -> $OUT/<suite>.tgz
   [ -n "${OUT:-}" ] && tar -czf "$OUT/$SUITE.tgz" --exclude='*.json.gz' --exclude='trace_*.json' \
-    --exclude='*.pickle' --exclude='hf_model' -C "$W" .
+    --exclude='*.pickle' --exclude='hf_model' --exclude='compile_cache' -C "$W" .
 }
 sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.csv under $W
   local name=$1; shift
