@@ -79,7 +79,7 @@ def main() -> None:
            f"compile_cache={(args.cache or root / 'compile_cache').resolve()}", "resume=false",
            "workload.profile=false", f"tracking.uri={tracking}", f"hydra.sweep.dir={root}/sweep", *overrides]
     print("$", " ".join(cmd), flush=True)
-    lines, wall = timed_lines(cmd, Path.cwd())
+    lines, wall = timed_lines(cmd, Path.cwd(), check=False)  # a failed point still gets its row
     if args.log:
         args.log.write_text("".join(f"{t:.3f}\t{text}\n" for t, text in lines))
     rows = [{**point, **run, "rank_to_measuring_s": point.get("measuring", float("nan")) - point["first_rank"]}
