@@ -57,10 +57,10 @@ def run_metrics(tracking: str) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"\n{'point':40s} {'cache':>7s} {'hit/miss':>8s} {'build':>6s} {'1st batch':>9s} {'rank->meas':>10s} "
+    print(f"\n{'point':40s} {'status':>8s} {'cache':>7s} {'hit/miss':>8s} {'build':>6s} {'1st batch':>9s} {'rank->meas':>10s} "
           f"{'TPOT ms':>8s} {'MBU %':>6s} {'verify':>6s}  key")
     for r in rows:
-        print(f"{r['name'][:40]:40s} {str(r['cache']):>7s} {r['hits']:3.0f}/{r['misses']:<4.0f} {r['build_s']:6.2f} "
+        print(f"{r['name'][:40]:40s} {r['status']:>8s} {str(r['cache']):>7s} {r['hits']:3.0f}/{r['misses']:<4.0f} {r['build_s']:6.2f} "
               f"{r['first_batch_s']:9.2f} {r['rank_to_measuring_s']:10.2f} {r['tpot_ms']:8.3f} {r['mbu_pct']:6.1f} "
               f"{r['mismatched']:6.0f}  {r['key']}")
 
