@@ -26,6 +26,7 @@ from parbench.models.kv_cache import KVCache, LayerKVCache, check_room
 
 Compute = Callable[..., torch.Tensor]  # (x, cache, sample, positions=...) -> hidden states or tokens
 Sample = Callable[[torch.Tensor], torch.Tensor]  # logits -> token ids
+Rope = tuple[torch.Tensor, torch.Tensor] | None  # a block's RoPE cos/sin tables (GPT-2: None)
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ def compile_blocks(blocks: Iterable[nn.Module], on: bool = True, backend: str = 
     """Regional compilation: every transformer block's forward runs through one torch.compile'd
     function (on=False: eager again). Dynamo takes a block's parameters and KV-cache buffers as
     inputs (inline_inbuilt_nn_modules) and guards on their shapes, not on which block holds them,
-    so one graph for the prefill and one for the decode step serve every layer: compile time does
-    not grow with the number of layers, and the compile cache keeps two small graphs. Embedding,
+    so one compiled prefill and one compiled decode step serve every layer: compile time does not
+    grow with the number of layers, and the compile cache keeps two small graphs. Embedding,
     final norm, head and sampling run eagerly (a few kernels per step, inside the CUDA graph)."""
     for block in blocks:
         block.__dict__.pop("forward", None)  # the class's forward again
@@ -66,18 +67,20 @@ def compile_blocks(blocks: Iterable[nn.Module], on: bool = True, backend: str = 
             block.forward = functools.partial(run_compiled_block, compiled_block_forward(backend), block)
 
 
-def block_forward(block: nn.Module, x: torch.Tensor, rope, cache: LayerKVCache | None = None) -> torch.Tensor:
+def block_forward(block: nn.Module, x: torch.Tensor, rope: Rope, cache: LayerKVCache | None = None) -> torch.Tensor:
+    """The block's class's forward (the instance's own `forward` is the compiled wrapper)."""
     return type(block).forward(block, x, rope, cache=cache)
 
 
 @functools.cache
 def compiled_block_forward(backend: str) -> Callable[..., torch.Tensor]:
     """One compiled function per backend for the whole process: dynamo keeps its graphs per code
-    object and compiler, so switching compilation off and on (the verify pass) compiles nothing again."""
+    object and compiler, so switching compilation off and on (the verify pass) compiles nothing again.
+    Without fullgraph, a collective dynamo cannot trace becomes a graph break, not an error."""
     return torch.compile(block_forward, backend=backend, dynamic=None)
 
 
-def run_compiled_block(step: Callable[..., torch.Tensor], block: nn.Module, x: torch.Tensor, rope=None,
+def run_compiled_block(step: Callable[..., torch.Tensor], block: nn.Module, x: torch.Tensor, rope: Rope = None,
                        cache: LayerKVCache | None = None) -> torch.Tensor:
     """A block's forward through `step`; a prefill's length (dim 1 of the hidden states, dim 0 of the
     RoPE tables) is marked dynamic first, so one compiled prefill serves every prompt length. The
