@@ -43,3 +43,17 @@ def test_the_parse_command_prints_the_table():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--parse", str(LOG)],
                          capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}).stdout
     assert "start to first launch 20.4 s" in out and out.count("tiny 1 rank") >= 4
+
+
+def test_compile_reuse_reads_each_points_first_rank_line_and_first_measured_batch():
+    """benchmarks/compile_reuse.py on its recorded CPU log (a compile-cache miss, then a hit)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from compile_reuse import points_from_lines
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    lines, _, _ = overhead_module().read_log(ROOT / "tests" / "data" / "compile_reuse_cpu_2026-11-25.log")
+    first, second = points_from_lines(lines)
+    assert first["name"].startswith("tiny 1 rank inference in20") and second["name"].startswith("tiny 1 rank inference in28")
+    assert (first["first_rank"], first["measuring"]) == (6.344, 25.553)
+    assert (second["first_rank"], second["measuring"]) == (28.105, 31.703)

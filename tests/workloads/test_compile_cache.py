@@ -4,6 +4,7 @@ are dynamic sizes of the compiled step, so they do not change its key; batch and
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 from conftest import compose
@@ -57,20 +58,27 @@ def test_the_run_records_whether_its_compiles_hit_the_cache(inductor, outcome):
     assert metrics["compile_cache_hits"] == inductor.get("fxgraph_cache_hit", 0)
 
 
-def compiled_graphs_over_lengths(mark: bool, lengths=((8, 8), (12, 20))) -> int:
-    """Graphs dynamo compiled for a prefill and a static-shape decode step of the tiny model, run at
-    several (input, output) lengths through one compiled function each (dynamo only: fast on CPU)."""
+def compiled_graphs(mark: bool = True, layers: int = 2, lengths=((8, 8), (12, 20))) -> list[int]:
+    """The size (FX nodes) of each graph dynamo compiled for the prefills and static-shape decode
+    steps of the tiny model's blocks (regional compilation: decode_step.compile_blocks), run at
+    several (input, output) lengths (dynamo only, no inductor: fast on CPU)."""
     import torch
     from torch._dynamo.utils import counters
 
     from parbench.models.build import build_model
     from parbench.models.kv_cache import KVCache
-    from parbench.workloads.inference.decode_step import mark_lengths_dynamic, static_position
+    from parbench.workloads.inference.decode_step import compile_blocks, mark_lengths_dynamic, static_position
 
-    cfg = compose("model=tiny", "hardware=cpu").model
+    cfg = replace(compose("model=tiny", "hardware=cpu").model, layers=layers)
     torch.manual_seed(0)
     model = build_model(cfg, "cpu").eval()
-    step = torch.compile(lambda x, cache, positions=None: model(x, positions=positions, cache=cache), backend="eager")
+    sizes = []
+
+    def backend(graph, example_inputs):  # records what dynamo hands the compiler, runs it as traced
+        sizes.append(len(graph.graph.nodes))
+        return graph.forward
+
+    compile_blocks(model.layers.values(), backend=backend)
     torch._dynamo.reset()
     counters.clear()
     with torch.no_grad():
@@ -80,14 +88,22 @@ def compiled_graphs_over_lengths(mark: bool, lengths=((8, 8), (12, 20))) -> int:
                 cache.layer(name).allocate(2, cfg.kv_heads, block.attention.head_dim, torch.float32, torch.device("cpu"))
             prompt = torch.randint(0, cfg.vocab, (2, input_len))
             if mark:
-                mark_lengths_dynamic(cache, prompt)
-            step(prompt, cache)
+                mark_lengths_dynamic(cache)
+            model(prompt, cache=cache)
             position = torch.tensor([input_len])
             with static_position(cache, position):
-                step(prompt[:, :1], cache, positions=position)
-    return counters["stats"]["unique_graphs"]
+                model(prompt[:, :1], positions=position, cache=cache)
+    assert counters["stats"]["unique_graphs"] == len(sizes)
+    return sizes
 
 
 def test_one_compiled_prefill_and_decode_step_serve_every_length():
-    assert compiled_graphs_over_lengths(mark=True) == 2  # one prefill, one decode step
-    assert compiled_graphs_over_lengths(mark=False) > 2  # without the dynamic lengths: compiled again
+    assert len(compiled_graphs(mark=True)) == 2  # one prefill, one decode step
+    assert len(compiled_graphs(mark=False)) > 2  # without the dynamic cache length: compiled again
+
+
+def test_every_layer_shares_the_compiled_block():
+    """Regional compilation: what dynamo compiles (and so the compile time) does not grow with the
+    layers; one graph per block specialised to its layer would hit dynamo's recompile limit."""
+    one_layer = compiled_graphs(layers=1, lengths=((8, 8),))
+    assert compiled_graphs(layers=12, lengths=((8, 8),)) == one_layer and len(one_layer) == 2

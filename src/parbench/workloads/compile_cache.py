@@ -5,8 +5,8 @@ torch's own default), one folder per compiled-step key.
 A key names what a compiled inference step depends on: the model's shape, the dtype, the layout
 (tp, pp), the batch and how decode steps run. Input and output length are not in it: the KV cache's
 length is a dynamic dimension of the compiled decode step, and the prompt's length of the compiled
-prefill (decode_step.mark_lengths_dynamic), so a latency grid over lengths compiles once per batch
-and layout. Training runs share one folder (`train`). No torch at import: the orchestrator and
+prefill (decode_step.mark_lengths_dynamic, run_compiled_block), so a latency grid over lengths
+compiles once per batch and layout (one transformer block's prefill and decode step: compile_blocks). Training runs share one folder (`train`). No torch at import: the orchestrator and
 tests compute keys without it."""
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 static-shape path (a device-side position tensor; the whole buffers attended, later positions
 masked) gives every one-token step the same shapes and buffers, so a step can be
 
-- compiled by torch.compile (inductor fuses the norms, RoPE, SwiGLU and the cache write between
-  the matmuls: hundreds of small kernels per token become a few per layer), and
+- compiled by torch.compile, one transformer block at a time (regional compilation: one compiled
+  graph serves every layer; inductor fuses the norms, RoPE, SwiGLU and the cache write between the
+  matmuls: hundreds of small kernels per token become a few per layer), and
 - captured once as a CUDA graph and replayed: one launch runs every kernel of the step, so a
   batch-1 step costs its GPU time rather than the host's Python and launch time.
 
@@ -13,16 +14,19 @@ attention reads only the filled ones."""
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
+from torch import nn
 
-from parbench.models.kv_cache import KVCache, check_room
+from parbench.models.kv_cache import KVCache, LayerKVCache, check_room
 
 Compute = Callable[..., torch.Tensor]  # (x, cache, sample, positions=...) -> hidden states or tokens
 Sample = Callable[[torch.Tensor], torch.Tensor]  # logits -> token ids
+Rope = tuple[torch.Tensor, torch.Tensor] | None  # a block's RoPE cos/sin tables (GPT-2: None)
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class DecodeOptions:
 
     fuse: bool = False  # q/k/v and gate/up as one matmul each (llama.fuse_projections)
     static_shapes: bool = False  # one-token steps through the static-shape path (implied by the two below)
-    compile: bool = False  # torch.compile of the static-shape step (and of the prefill)
+    compile: bool = False  # torch.compile of the transformer blocks (decode steps and prefill): compile_blocks
     graph: bool = False  # the static-shape step replayed as a CUDA graph
 
     @property
@@ -50,24 +54,56 @@ def decode_options(mode: str, device_type: str) -> DecodeOptions:
             "compile": DecodeOptions(fuse=True, compile=True, graph=on_cuda)}[mode]
 
 
-def compiled(compute: Compute) -> Compute:
-    """torch.compile of a decode step or prefill. Shapes are static but for the lengths
-    mark_lengths_dynamic marks: the step compiled for one input/output length serves every other
-    (and a later process loads it from the compile cache, workloads/compile_cache.py). Without
-    fullgraph, a collective dynamo cannot trace becomes a graph break, not an error."""
-    return torch.compile(compute, dynamic=None)
+def compile_blocks(blocks: Iterable[nn.Module], on: bool = True, backend: str = "inductor") -> None:
+    """Regional compilation: every transformer block's forward runs through one torch.compile'd
+    function (on=False: eager again). Dynamo takes a block's parameters and KV-cache buffers as
+    inputs (inline_inbuilt_nn_modules) and guards on their shapes, not on which block holds them,
+    so one compiled prefill and one compiled decode step serve every layer: compile time does not
+    grow with the number of layers, and the compile cache keeps two small graphs. Embedding,
+    final norm, head and sampling run eagerly (a few kernels per step, inside the CUDA graph)."""
+    for block in blocks:
+        block.__dict__.pop("forward", None)  # the class's forward again
+        if on:
+            block.forward = functools.partial(run_compiled_block, compiled_block_forward(backend), block)
 
 
-def mark_lengths_dynamic(cache: KVCache, prompt: torch.Tensor | None = None) -> None:
-    """The KV cache's length (dim 2 of every buffer) and the prompt's (dim 1) as dynamic dimensions of
-    the steps compiled from now on; the batch and every other size stay static."""
-    import torch._dynamo  # only when compiling: loads the compiler
+def block_forward(block: nn.Module, x: torch.Tensor, rope: Rope, cache: LayerKVCache | None = None) -> torch.Tensor:
+    """The block's class's forward (the instance's own `forward` is the compiled wrapper)."""
+    return type(block).forward(block, x, rope, cache=cache)
+
+
+@functools.cache
+def compiled_block_forward(backend: str) -> Callable[..., torch.Tensor]:
+    """One compiled function per backend for the whole process: dynamo keeps its graphs per code
+    object and compiler, so switching compilation off and on (the verify pass) compiles nothing again.
+    Without fullgraph, a collective dynamo cannot trace becomes a graph break, not an error."""
+    return torch.compile(block_forward, backend=backend, dynamic=None)
+
+
+def run_compiled_block(step: Callable[..., torch.Tensor], block: nn.Module, x: torch.Tensor, rope: Rope = None,
+                       cache: LayerKVCache | None = None) -> torch.Tensor:
+    """A block's forward through `step`; a prefill's length (dim 1 of the hidden states, dim 0 of the
+    RoPE tables) is marked dynamic first, so one compiled prefill serves every prompt length. The
+    KV cache's length is marked once per cache (mark_lengths_dynamic)."""
+    if x.shape[1] > 1:
+        import torch._dynamo  # only when compiling: loads the compiler
+
+        torch._dynamo.mark_dynamic(x, 1)
+        for table in rope or ():
+            torch._dynamo.mark_dynamic(table, 0)
+    return step(block, x, rope, cache)
+
+
+def mark_lengths_dynamic(cache: KVCache) -> None:
+    """The KV cache's length (dim 2 of every buffer) as a dynamic dimension of the blocks compiled
+    from now on: the step compiled for one input/output length serves every other (and a later
+    process loads it from the compile cache, workloads/compile_cache.py); the batch and every other
+    size stay static."""
+    import torch._dynamo
 
     for layer in cache.layers.values():
         for buffer in (layer.k, layer.v):
             torch._dynamo.mark_dynamic(buffer, 2)
-    if prompt is not None:
-        torch._dynamo.mark_dynamic(prompt, 1)
 
 
 @contextmanager
@@ -80,12 +116,12 @@ def static_position(cache: KVCache, position: torch.Tensor) -> Iterator[None]:
 
 
 class StaticDecodeStep:
-    """One-token decode steps through the static-shape cache path, `compile`d or not, replayed
+    """One-token decode steps through the static-shape cache path (its blocks compiled or not), replayed
     as a CUDA graph (`graph`: captured on the first step after the prefill filled the cache,
     replayed after with the same batch and cache) or launched op by op."""
 
-    def __init__(self, compute: Compute, compile: bool = False, graph: bool = False):
-        self.compute = compiled(compute) if compile else compute
+    def __init__(self, compute: Compute, graph: bool = False):
+        self.compute = compute
         self.use_graph = graph
         self.graph: torch.cuda.CUDAGraph | None = None
         self.cache: KVCache | None = None

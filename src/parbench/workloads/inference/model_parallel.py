@@ -29,7 +29,7 @@ from parbench.models.llama import FeedForward, Transformer, init_module
 from parbench.models.moe import MoE
 from parbench.distenv import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
-from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compiled, mark_lengths_dynamic
+from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compile_blocks, mark_lengths_dynamic
 
 
 class VocabParallelEmbedding(nn.Embedding):
@@ -182,7 +182,7 @@ class PipelinedDecoder:
         self.stage, self.stages = pp.get_local_rank(), env.dims.pp
         self.ranks = [dist.get_global_rank(self.group, i) for i in range(self.stages)]
         self.static: StaticDecodeStep | None = None
-        self.prefill, self.compiling = self.compute, False
+        self.compiling = False
         self.use(options)
 
     def step(self, tokens: torch.Tensor, cache: KVCache | None, sample) -> torch.Tensor:
@@ -199,8 +199,8 @@ class PipelinedDecoder:
             out = self.static(x, cache, sample)
         else:
             if self.compiling and cache is not None:
-                mark_lengths_dynamic(cache, x)
-            out = self.prefill(x, cache, sample)
+                mark_lengths_dynamic(cache)
+            out = self.compute(x, cache, sample)
         if self.stage < self.stages - 1:
             self.check_sent(out, hidden_shape)
             dist.send(out.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
@@ -231,12 +231,16 @@ class PipelinedDecoder:
 
     def use(self, options: DecodeOptions) -> None:
         """Decode with `options` from now on: one-token steps of this stage's compute through the
-        static-shape path, or eagerly (fusing the projections is the model's part: fuse_projections)."""
+        static-shape path, or eagerly; its blocks compiled or not (fusing the projections is the
+        model's part: fuse_projections)."""
         self.release_graph()
-        self.static = StaticDecodeStep(self.compute, options.compile, options.graph) if options.static else None
-        # Compiled for the prompt's shapes (one batch size and input length per run).
-        self.prefill = compiled(self.compute) if options.compile else self.compute
-        self.compiling = options.compile
+        self.static = StaticDecodeStep(self.compute, options.graph) if options.static else None
+        self.compile(options.compile)
+
+    def compile(self, on: bool) -> None:
+        """This stage's transformer blocks compiled (prefill and decode steps) or eager."""
+        compile_blocks(self.model.layers.values(), on)
+        self.compiling = on
 
     def release_graph(self) -> None:
         """Free the decode graph, if one was captured (before the process group is destroyed)."""
@@ -246,12 +250,14 @@ class PipelinedDecoder:
     @contextmanager
     def launching_op_by_op(self) -> Iterator[None]:
         """Prefill and decode eagerly (no compiled code, no CUDA graph) inside the block."""
-        static, prefill, compiling = self.static, self.prefill, self.compiling
-        self.static, self.prefill, self.compiling = None, self.compute, False
+        static, compiling = self.static, self.compiling
+        self.static = None
+        self.compile(False)
         try:
             yield
         finally:
-            self.static, self.prefill, self.compiling = static, prefill, compiling
+            self.static = static
+            self.compile(compiling)
 
     def check_sent(self, h: torch.Tensor, shape: tuple[int, ...]) -> None:
         """The next stage receives `shape` in self.dtype: NCCL would hang or corrupt on anything else."""
