@@ -51,8 +51,8 @@ def wall_s(llm, prompts: list[dict], params) -> float:
     return time.perf_counter() - start
 
 
-def one_round(cfg: Config, llm, vllm, index: int) -> dict[str, dict[str, float]]:
-    """A then B on batch `index`: parbench's p50s of the batch and the wall-clock figures."""
+def one_round(cfg: Config, llm, vllm, index: int) -> dict:
+    """A then B on batch `index`: the batch, parbench's p50s of it, vLLM's first_token_latency p50, the wall clock."""
     w = cfg.workload
     batch, outputs = timed_batch(cfg, llm, sampling(vllm, w.output_len), index)
     figures = latency_metrics([batch], w.output_len, cfg.stats.confidence)
