@@ -8,10 +8,9 @@ import subprocess
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from omegaconf import OmegaConf
 
 from parbench.config import ConfigError
-from parbench.config.schema import HardwareConfig
+from parbench.config.schema import HardwareConfig, load_presets
 from parbench.paths import CONF_DIR
 
 
@@ -40,12 +39,7 @@ def detect_gpus() -> list[GpuInfo]:
 
 def load_profiles(conf_dir: Path = CONF_DIR) -> dict[str, HardwareConfig]:
     """Every conf/hardware/*.yaml except auto, as typed profiles."""
-    profiles = {}
-    for path in sorted((conf_dir / "hardware").glob("*.yaml")):
-        if path.stem != "auto":
-            node = OmegaConf.merge(OmegaConf.structured(HardwareConfig), OmegaConf.load(path))
-            profiles[path.stem] = OmegaConf.to_object(node)
-    return profiles
+    return load_presets("hardware", HardwareConfig, skip="auto", conf_dir=conf_dir)
 
 
 def match_profile(gpu_name: str, profiles: dict[str, HardwareConfig]) -> HardwareConfig | None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+
+from parbench.paths import CONF_DIR
 
 
 @dataclass
@@ -216,3 +219,12 @@ class Config:
     # torch.compile's on-disk caches, one folder per compiled step (workloads/compile_cache.py): a point
     # whose step was compiled before loads it; null: torch's default (/tmp/torchinductor_<user>).
     compile_cache: Optional[str] = "outputs/compile_cache"
+
+
+def load_presets(group: str, schema: type, skip: str, conf_dir: Path = CONF_DIR) -> dict[str, Any]:
+    """Every conf/<group>/*.yaml but `skip` (a preset without fixed values), typed by `schema`, by name."""
+    presets = {}
+    for path in sorted((conf_dir / group).glob("*.yaml")):
+        if path.stem != skip:
+            presets[path.stem] = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path)))
+    return presets

@@ -12,14 +12,12 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, load_presets
 from parbench.models.build import build_model
 from parbench.models.dispatch_table import DISPATCH_FILE, dispatch_signature
-from parbench.paths import CONF_DIR
 
 SMALL = {"hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 128, "vocab": 256, "max_seq_len": 64}
 
@@ -79,12 +77,7 @@ def count(m: ModelConfig) -> dict[str, dict[str, int]]:
 
 def conf_models() -> dict[str, ModelConfig]:
     """Every conf/model/*.yaml with a fixed shape (hf reads its shape from a checkpoint), by name."""
-    models = {}
-    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
-        if path.stem != "hf":
-            node = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.load(path))
-            models[path.stem] = OmegaConf.to_object(node)
-    return models
+    return load_presets("model", ModelConfig, skip="hf")
 
 
 def table() -> dict[str, dict]:
