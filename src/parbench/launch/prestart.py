@@ -25,14 +25,12 @@ class Prestarted:
 
     def start(self) -> None:
         """Start a torchrun that imports torch and waits (no-op if one is waiting)."""
-        from parbench.launch.processes import die_with_parent
+        from parbench.launch.processes import start_supervised
 
         if self.proc is not None and self.proc.poll() is None:
             return
-        self.proc = subprocess.Popen([sys.executable, "-m", "parbench.launch.prestart"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                     start_new_session=True, preexec_fn=die_with_parent,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = start_supervised([sys.executable, "-m", "parbench.launch.prestart"],
+                                     {**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.PIPE)
 
     def take(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen | None:
         """The waiting torchrun, now running `cmd` with `env`; None if there is none (or it died)."""

@@ -24,6 +24,13 @@ def die_with_parent() -> None:
         pass
 
 
+def start_supervised(cmd: list[str], env: dict[str, str], stdin: int | None = None) -> subprocess.Popen:
+    """A process as torchrun is run: output (stderr included) as text lines on a pipe, in a session of
+    its own (end_tree signals the group), SIGTERMed when the orchestrator dies."""
+    return subprocess.Popen(cmd, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1, start_new_session=True, preexec_fn=die_with_parent)
+
+
 @dataclass(frozen=True)
 class Worker:
     pid: int

@@ -20,7 +20,7 @@ from parbench.launch.diagnose import MemoryFacts, failure_reason, oom_kill_count
 from parbench.launch.hang import Progress, describe_hang
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.prestart import PRESTARTED
-from parbench.launch.processes import die_with_parent, end_tree
+from parbench.launch.processes import end_tree, start_supervised
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str], log_path: Path, timeout_s:
     with log_path.open("w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
-        proc = PRESTARTED.take(cmd, env) or subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-            start_new_session=True, preexec_fn=die_with_parent)
+        proc = PRESTARTED.take(cmd, env) or start_supervised(cmd, env)
         console = Console()
         pump = threading.Thread(target=_pump, args=(proc, log, tail, progress, console), daemon=True)
         pump.start()
