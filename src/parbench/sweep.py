@@ -19,7 +19,7 @@ from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.prestart import PRESTARTED
 from parbench.fmt import plural
 from parbench.paths import SKIPPED_FILE
-from parbench.sweep_check import LOCAL_LAUNCHER, check_sweep
+from parbench.sweep_check import check_sweep, launched_here
 from parbench.tracking.labels import NOT_DEFINING
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
 
@@ -127,8 +127,7 @@ class MlflowSweepCallback(Callback):
         except TrackingUnreachable as e:
             print(f"parbench: {e}", file=sys.stderr, flush=True)
             sys.exit(2)
-        if LOCAL_LAUNCHER in str(config.hydra.launcher.get("_target_", "")) and config.launch.prestart \
-                and not config.dry_run:
+        if launched_here(config) and config.launch.prestart and not config.dry_run:
             PRESTARTED.start()  # the first point's torchrun imports torch while the sweep is checked
         check_sweep(config)
         from parbench.tracking.orphans import process_tags, reap_orphans

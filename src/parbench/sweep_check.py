@@ -61,10 +61,15 @@ def check_point(config_name: str, job: list[str], gpus: list[GpuInfo], local: bo
     return None
 
 
+def launched_here(config: DictConfig) -> bool:
+    """Hydra's basic launcher runs the points in this process (a cluster launcher submits them)."""
+    return LOCAL_LAUNCHER in str(config.hydra.launcher.get("_target_", ""))
+
+
 def refused_points(config: DictConfig) -> list[Refused]:
     jobs = sweep_points(list(config.hydra.overrides.task))
     swept = swept_keys(jobs)
-    local = LOCAL_LAUNCHER in str(config.hydra.launcher.get("_target_", ""))
+    local = launched_here(config)
     gpus = detect_gpus() if local else []
     found = ((point_name(job, swept), check_point(config.hydra.job.config_name, job, gpus, local)) for job in jobs)
     return [Refused(point, reason) for point, reason in found if reason]
