@@ -17,6 +17,7 @@ PROFILE_DIR = "profile"  # traces, tables, plots of a profiled run; each file be
 INFERENCE_LAYERS_FILE = "inference_layers.csv"  # native engine: ms per step of each phase, layer and op type
 PLAN_FILE = "plan.json"  # the orchestrator: what the job runs (workload, layout, prediction)
 SKIPPED_FILE = "skipped.json"  # the job was skipped: its config already has a FINISHED run (resume)
+SWEEP_PENDING_FILE = "sweep_unclosed.json"  # a finished sweep whose parent run could not be closed: `parbench sync` does it
 
 
 def unique_dir(base: str) -> str:

@@ -18,7 +18,7 @@ from parbench.launch.cluster import SLURM_JOB_TAG
 from parbench.launch.interrupt import INTERRUPTS
 from parbench.launch.prestart import PRESTARTED
 from parbench.fmt import plural
-from parbench.paths import SKIPPED_FILE
+from parbench.paths import SKIPPED_FILE, SWEEP_PENDING_FILE
 from parbench.sweep_check import check_sweep, launched_here
 from parbench.tracking.labels import NOT_DEFINING
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from parbench.tracking.store import Store
 
 PARENT_FILE = "mlflow_parent_run.json"
-SWEEP_PENDING_FILE = "sweep_unclosed.json"  # the parent run could not be closed: `parbench sync` does it
 
 
 def parent_run_id(sweep_dir: Path) -> str | None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from parbench.config import resolve
 from parbench.launch.torchrun import LaunchOutcome
-from parbench.sweep import SWEEP_PENDING_FILE, close_sweep
+from parbench.paths import SWEEP_PENDING_FILE
+from parbench.sweep import close_sweep
 from parbench.tracking.job import JobRun
 from parbench.tracking.pending import OUTCOME_FILE, PLAN_FILE, RECORD_FILE, JobRecord
 from parbench.tracking.store import Store, read_json

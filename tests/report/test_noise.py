@@ -131,6 +131,19 @@ def test_the_inference_verdict_and_flags(inference, tmp_path):
     assert "inference_fits.csv" not in {b.csv for b in section.blocks if hasattr(b, "csv")}
 
 
+def test_vllm_runs_without_a_decode_mode_tag_get_str_labels(inference):
+    """vLLM runs log no decode_mode tag: the 'eager' filled in is str like the layout labels it is
+    appended to. As object, pandas 3.0 refused the str + object (even on no rows), describe_sweep
+    failed and the sweep's parent run was left open, then marked FAILED as an orphan."""
+    from parbench.report.inference import inference_runs
+
+    vllm = inference.assign(**{"params.workload.engine": "vllm"})
+    assert "tags.decode_mode" not in vllm
+    done = inference_runs(RunSet(vllm, "synthetic").of("inference"))
+    assert done["decode_mode"].dtype == done["layout"].dtype and set(done["decode_mode"]) == {"eager"}
+    assert set(done["layout"]) == {"vllm 1 rank", "vllm tp2", "vllm pp2"}
+
+
 def test_a_line_needs_three_input_lengths_and_says_when_it_is_noise():
     from parbench.metrics.fits import fit_line
     from parbench.report.inference import trend

@@ -57,12 +57,14 @@ def timed_samples(runs: pd.DataFrame) -> pd.Series:
 
 def decode_modes(runs: pd.DataFrame) -> pd.Series:
     """Each run's resolved decode mode (the `decode_mode` tag). Runs logged before it existed
-    decoded op by op (eager), or as a CUDA graph where their workload.cuda_graph was true."""
+    decoded op by op (eager), or as a CUDA graph where their workload.cuda_graph was true. As str,
+    whatever the tag column held (none at all for vLLM runs: object): the modes are appended to the
+    str layout labels, and pandas 3.0 refuses str + object, even on no rows."""
     modes = runs["tags.decode_mode"] if "tags.decode_mode" in runs else pd.Series(None, index=runs.index, dtype=object)
     modes = modes.fillna("eager")
     if "params.workload.cuda_graph" in runs:
         modes = modes.mask(runs["params.workload.cuda_graph"] == "True", "graph")
-    return modes
+    return modes.astype(str)
 
 
 REQUEST = ["layout", "input_len", "batch_size", "output_len"]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from parbench.launch.processes import is_alive, start_ticks
+from parbench.paths import SWEEP_PENDING_FILE
 
 if TYPE_CHECKING:  # the store (and MLflow) load only where a store is opened
     from parbench.tracking.store import Store
@@ -21,15 +23,21 @@ def process_tags() -> dict[str, str]:
             HOST_TAG: socket.gethostname()}
 
 
+def close_deferred(tags: dict[str, str]) -> bool:
+    """Whether this is a finished sweep's parent whose close was left to `parbench sync`."""
+    return "sweep_dir" in tags and (Path(tags["sweep_dir"]) / SWEEP_PENDING_FILE).exists()
+
+
 def reap_orphans(store: Store) -> int:
     """Mark FAILED the RUNNING runs of this experiment whose orchestrator on this host is gone;
-    runs of other hosts are left alone (their process cannot be seen from here)."""
+    runs of other hosts are left alone (their process cannot be seen from here), and so are the
+    parents of finished sweeps that wait for `parbench sync`."""
     host, reaped = socket.gethostname(), 0
     for run in store.search("attributes.status = 'RUNNING'", 1000):
         tags = run.data.tags
         if tags.get(HOST_TAG) != host or not tags.get(PID_TAG, "").isdigit():
             continue
-        if is_alive(int(tags[PID_TAG]), tags.get(STARTED_TAG) or None):
+        if is_alive(int(tags[PID_TAG]), tags.get(STARTED_TAG) or None) or close_deferred(tags):
             continue
         store.set_tags(run.info.run_id, {"status": "FAILED", "failure_reason":
                                          f"orphaned: the sweep was killed (orchestrator pid {tags[PID_TAG]} "

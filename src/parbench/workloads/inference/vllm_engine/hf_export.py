@@ -47,11 +47,15 @@ def export_hf_config(m: ModelConfig, dtype: torch.dtype, path: Path) -> Path:
     return path
 
 
-def export_hf_llama(m: ModelConfig, seed: int, dtype: torch.dtype, path: Path) -> Path:
-    """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint."""
+def export_hf_llama(m: ModelConfig, seed: int, dtype: torch.dtype, path: Path, device: str) -> Path:
+    """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint. The
+    weights are drawn on `device`, where the native engine draws them: CUDA's generator gives other
+    numbers than the CPU's for the same seed."""
     from transformers import LlamaForCausalLM
 
-    state = {hf_name(k): v for k, v in build_initialized(m, seed, "cpu").state_dict().items()}
+    state = {hf_name(k): v.cpu() for k, v in build_initialized(m, seed, device).state_dict().items()}
+    if device != "cpu":
+        torch.cuda.empty_cache()  # vLLM, in this process next, sizes its KV cache from the free memory
     with torch.device("meta"):
         hf = LlamaForCausalLM(hf_llama_config(m))
     hf.load_state_dict(state, strict=not m.tie_embeddings, assign=True)

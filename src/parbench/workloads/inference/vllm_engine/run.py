@@ -131,7 +131,7 @@ def prepare_model(cfg: Config, weights: str, job_dir: Path) -> str:
         return str(export_hf_config(cfg.model, dtype, path))
     progress(0, f"exporting the seeded weights of model={cfg.model.name} ({weights_gb(cfg):.2f} GB) to {path} "
                 "(workload.vllm.weights=dummy skips this)")
-    return str(export_hf_llama(cfg.model, cfg.seed, dtype, path))
+    return str(export_hf_llama(cfg.model, cfg.seed, dtype, path, cfg.hardware.device_type))
 
 
 def build_llm(cfg: Config, model: str, weights: str, job_dir: Path):
