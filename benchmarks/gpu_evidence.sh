@@ -346,24 +346,24 @@ PY
       workload.activation_checkpointing=selective "$@"
     stamped compiled1b "${COMMON[@]}" "${L1B[@]}" workload.seq_len=4096 workload.batch_size=2 workload.compile=true "$@"
     ;;
-  calib31)  # 1 GPU (issue 31), one call of at most ~9 min: `parbench calibrate` resumed from the recorded
-    # measured.json (H100: only the runs added since, host_full/host_gpt2/host_qwen3 and infer_* at 10 repeats),
-    # a profiled Qwen3 full-checkpointing step (its op shares: where its -43 % goes), then the accuracy cases
-    # the jsonl does not hold yet, each appended to $OUT/accuracy_<hw>.jsonl as it ends, until the budget.
-    # `calib31 h200`: no recorded runs, the whole calibration (~10 min): a second call continues it.
-    # Carry an earlier call's jsonl back as ACC_FROM=<file> (default: the recorded H100 cases).
+  calib31)  # 1 GPU (issue 31), one call of at most ~9 min: `parbench calibrate` resumed from the runs recorded in
+    # docs/results/2026-11-25_calibration_gpu (measured_<hw>.json: only runs added since are measured), a profiled
+    # Qwen3 full-checkpointing step (DIAG=1: its op shares), then the accuracy cases the recorded
+    # accuracy_<hw>.jsonl does not hold yet or holds unsteady (p90/p10 step times > 1.15), each appended to
+    # $OUT/accuracy_<hw>.jsonl as it ends, until the budget. `calib31 h200` for the H200.
+    # Carry an earlier call's jsonl back as ACC_FROM=<file>.
     HW=${1:-h100_sxm}; END=$((SECONDS + ${BUDGET_S:-530}))
     CAL=(hardware=$HW tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1)
-    REC=docs/results/2026-11-24_predictor_accuracy WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
+    REC=docs/results/2026-11-25_calibration_gpu WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
     mkdir -p "$WORK"; rm -f "$W/$HW.yaml"
-    [ "$HW" = h100_sxm ] && [ ! -e "$WORK/measured.json" ] && cp "$REC/measured.json" "$WORK/"
-    FROM=${ACC_FROM:-$([ "$HW" = h100_sxm ] && echo "$REC/accuracy.jsonl")}
-    [ -e "$JSONL" ] || { [ -n "$FROM" ] && cp "$FROM" "$JSONL" || : > "$JSONL"; }
+    [ -e "$REC/measured_$HW.json" ] && [ ! -e "$WORK/measured.json" ] && cp "$REC/measured_$HW.json" "$WORK/measured.json"
+    FROM=${ACC_FROM:-$REC/accuracy_$HW.jsonl}
+    [ -e "$JSONL" ] || { [ -e "$FROM" ] && cp "$FROM" "$JSONL" || : > "$JSONL"; }
     timeout $((END - SECONDS - 90)) python -m parbench calibrate "${CAL[@]}" --work "$WORK" --out "$W/$HW.yaml" 2>&1 \
       | grep -v INFO | tee "$W/calibrate.log"
     cp "$WORK/measured.json" "$W/measured_$HW.json"; pack
     [ -e "$W/$HW.yaml" ] || { echo "calibration not finished: call the suite again"; exit 0; }
-    [ "${DIAG:-1}" = 1 ] && timeout 120 python -m parbench "${CAL[@]}" parallel=dp workload=train model=qwen3_1_7b \
+    [ "${DIAG:-0}" = 1 ] && timeout 120 python -m parbench "${CAL[@]}" parallel=dp workload=train model=qwen3_1_7b \
       workload.seq_len=2048 workload.batch_size=2 workload.activation_checkpointing=full workload.steps=4 \
       workload.warmup_steps=2 profile.enabled=true hydra.run.dir="$W/diag_qwen3" 2>&1 | grep -v "\] step" | tail -40 \
       > "$W/diag_qwen3.log"

@@ -71,10 +71,26 @@ def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
     return json.loads((job_dir / "results.json").read_text())["metrics"]
 
 
-def measured_before(jsonl: Path) -> list[list[str]]:
-    """The overrides of the cases the file already holds with metrics (a continued call skips them)."""
+# A training case whose step times spread wider than this (p90 over p10) measured a disturbed run,
+# not the config: a continued call measures it again, and the table takes the later record.
+SPREAD_LIMIT = 1.15
+
+
+def steady(metrics: dict) -> bool:
+    low, high = metrics.get("step_time_s_p10"), metrics.get("step_time_s_p90")
+    return not (low and high) or high / low <= SPREAD_LIMIT
+
+
+def records(jsonl: Path) -> list[dict]:
+    """The file's cases, the latest record of each (a case measured again replaces the earlier)."""
     lines = jsonl.read_text().splitlines() if jsonl.exists() else []
-    return [r["overrides"] for r in map(json.loads, filter(str.strip, lines)) if r["metrics"]]
+    latest = {tuple(sorted(r["overrides"])): r for r in map(json.loads, filter(str.strip, lines))}
+    return list(latest.values())
+
+
+def measured_before(jsonl: Path) -> list[list[str]]:
+    """The overrides of the cases the file already holds with steady metrics (a continued call skips them)."""
+    return [r["overrides"] for r in records(jsonl) if r["metrics"] and steady(r["metrics"])]
 
 
 def measure_all(kinds: list[str], extra: list[str], jsonl: Path, budget_s: float) -> None:
@@ -168,10 +184,12 @@ def main() -> None:
     if args.action == "measure":
         measure_all(args.cases.split(","), args.overrides, args.jsonl, args.budget_s)
         return
-    records = [json.loads(line) for line in args.jsonl.read_text().splitlines() if line.strip()]
-    rows = [row(r["kind"], r["overrides"], r["metrics"], args.calibration) for r in records if r["metrics"]]
-    failed = [label(r["overrides"]) for r in records if not r["metrics"]]
-    text = markdown(rows) + "".join(f"\nfailed (left out): {f}" for f in failed)
+    cases = records(args.jsonl)
+    rows = [row(r["kind"], r["overrides"], r["metrics"], args.calibration) for r in cases if r["metrics"]]
+    failed = [label(r["overrides"]) for r in cases if not r["metrics"]]
+    unsteady = [label(r["overrides"]) for r in cases if r["metrics"] and not steady(r["metrics"])]
+    text = markdown(rows) + "".join(f"\nfailed (left out): {f}" for f in failed) + "".join(
+        f"\nunsteady (step times p90/p10 > {SPREAD_LIMIT}; measure again): {u}" for u in unsteady)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")

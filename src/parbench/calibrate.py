@@ -157,7 +157,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     a few rounds settle them."""
     tflops, half = fit_matmul(matmul_points(results["matmul"]))
     notes = [] if "collectives" in results else [
-        f"one device: no link or overlap to measure, kept those of the {base.label(cfg.hardware.name)}"]
+        f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
@@ -262,7 +262,7 @@ def calibrate(args: argparse.Namespace) -> int:
         return 130
     cal, notes = fit(cfg, overrides, results, base_calibration(cfg))
     if args.fit_only:  # the figures are the recorded runs', not today's
-        cal = replace(cal, source=cal.source.replace("measured", f"from the runs recorded in {work / MEASURED_FILE}, made", 1))
+        cal = replace(cal, source=cal.source.replace("measured", "runs measured earlier, refitted", 1))
     path = save_calibration(cal, profile_path(args, cfg.hardware.name))
     print(summary(cfg, cal, notes, path), flush=True)
     try:

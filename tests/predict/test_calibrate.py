@@ -148,12 +148,12 @@ def test_compile_and_checkpointing_move_the_prediction_in_the_measured_direction
 
 
 def test_an_uncalibrated_gpu_run_says_so_and_the_tiny_model_is_not_far_off():
-    """No profile for h200: the table's note names the spec figures and the command that measures
-    them; the tiny model's first run (8.2 ms a step measured on one H100) is predicted within 2x."""
+    """No profile for h100_pcie: the table's note names the spec figures and the command that measures
+    them; the tiny model's first run (8.2 ms a step measured on one H100 SXM) is predicted within 2x."""
     from parbench.orchestrator import prediction_source
 
-    cfg = compose("hardware=h200", "hardware.gpus_per_node=1")
+    cfg = compose("hardware=h100_pcie", "hardware.gpus_per_node=1")
     p = predict(cfg, validate(cfg, None))
     assert "spec figures" in prediction_source(cfg, p.as_dict())
-    assert "parbench calibrate hardware=h200" in prediction_source(cfg, p.as_dict())
+    assert "parbench calibrate hardware=h100_pcie" in prediction_source(cfg, p.as_dict())
     assert 8.2e-3 / 2 < p.step_time_s < 8.2e-3 * 2

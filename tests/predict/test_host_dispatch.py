@@ -95,13 +95,15 @@ def test_on_a_gpu_a_host_bound_forward_shows_even_where_the_whole_step_hides_the
                                     ("workload.activation_checkpointing=none", "workload.activation_checkpointing=full")])
 def test_the_host_term_moves_the_tiny_models_step_in_the_measured_direction(change):
     """The shipped H100 profile: the tiny model (all host on a GPU) measured 8.2 ms at 2 layers and
-    13.1 ms at 4; deeper and checkpointed steps dispatch more."""
+    13.1 ms at 4; deeper and checkpointed steps dispatch more. The host costs are fitted by least
+    squares over five tiny runs (two depths, full checkpointing, GPT-2 and Qwen3 shapes) whose step
+    times spread 20-30 % from p10 to p90, so the two runs are met within 30 %, not exactly."""
     cal = load_calibration(H100)
     before, after = (predict_step(layout("hardware=h100_sxm", "hardware.gpus_per_node=1", c), cal).step_time_s
                      for c in change)
     assert after > before
     if change[0] == "model.layers=2":
-        assert (before, after) == pytest.approx((8.2e-3, 13.1e-3), rel=0.05)
+        assert (before, after) == pytest.approx((8.2e-3, 13.1e-3), rel=0.3)
 
 
 def test_a_measured_json_from_before_the_new_host_runs_fits_and_resumes_with_only_those(monkeypatch, tmp_path, capsys):

@@ -4,6 +4,8 @@ predicted figures beside the measured ones."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from parbench.metrics.inference_cost import prefill_flops
@@ -33,13 +35,28 @@ def decode_bytes(cfg) -> float:
     return param_counts(m).matmul_active * FP32 + kv
 
 
+def prefill_elementwise_bytes(cfg) -> float:
+    """Per token and layer: the two norms and residuals (10 h), RoPE on q and k, SwiGLU (3 ffn)."""
+    m, w = cfg.model, cfg.workload
+    qk = (m.heads + m.kv_heads) * (m.hidden // m.heads)
+    return (10 * m.hidden + 2 * qk + 3 * m.ffn) * FP32 * w.batch_size * w.input_len * m.layers
+
+
 def test_tpot_is_the_bytes_read_over_the_bandwidth_and_ttft_the_prefill_flops_plus_a_weight_read():
     cfg, p = prediction()
     assert p.tpot_s == pytest.approx(decode_bytes(cfg) / 10e9)
     weights = param_counts(cfg.model).matmul_active * FP32
-    assert p.ttft_s == pytest.approx(prefill_flops(cfg.model, param_counts(cfg.model), 2, 32) / 1e12 + weights / 10e9)
+    assert p.ttft_s == pytest.approx(prefill_flops(cfg.model, param_counts(cfg.model), 2, 32) / 1e12
+                                     + (weights + prefill_elementwise_bytes(cfg)) / 10e9)
     assert p.e2e_s == pytest.approx(p.ttft_s + 7 * p.tpot_s) and p.output_tokens_per_s == pytest.approx(16 / p.e2e_s)
     assert p.decode.bottleneck == "memory bandwidth"
+
+
+def test_the_prefills_element_wise_work_runs_at_the_factor_of_the_decode_modes_step():
+    factors = replace(CAL, elementwise_factor={"eager": 3.0, "compiled": 1.0})
+    cfg, eager = prediction("workload.decode_mode=eager", cal=factors)
+    _, compiled = prediction("workload.decode_mode=compile", cal=factors)
+    assert eager.ttft_s - compiled.ttft_s == pytest.approx(2.0 * prefill_elementwise_bytes(cfg) / 10e9)
 
 
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():

@@ -5,14 +5,17 @@ calibrated memory bandwidth, and tp's and pp's collectives through the latency-b
 A batch's forward passes the pipeline's stages one after the other, so its time is the sum over
 the stages of one tp rank's work, i.e. the whole model's work over tp:
 
-    TTFT = max(prefill FLOPs / tp / rate + weights / tp / bandwidth, prefill dispatch) + tp all-reduces + pp sends
+    TTFT = max(prefill FLOPs / tp / rate + (weights + element-wise traffic) / tp / bandwidth, prefill dispatch)
+           + tp all-reduces + pp sends
     TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache) / tp / bandwidth) + decode step's host time
            + tp all-reduces + pp sends
     E2E  = TTFT + (output_len - 1) x TPOT
 
 The host times are the calibration's (per step and per layer of the stage): an eager prefill's
 dispatch runs ahead of the GPU, so only what exceeds the device's work counts (on a CPU all of it);
-each decode step waits for its token, so its launch and sampling add.
+each decode step waits for its token, so its launch and sampling add. The prefill's element-wise
+work (norms, RoPE, activations, residuals over every prompt token) moves what a training forward's
+does, at the calibrated factor of a compiled or eager step as the engine's decode mode runs it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from parbench.models import ParamCounts
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.costs import typical_gemm_flops
+from parbench.predict.costs import elementwise_per_token, typical_gemm_flops
+from parbench.workloads.specs.inference import resolved_decode_mode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
 
@@ -143,13 +147,22 @@ def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
     return pp * cal.inference_host(phase, layout.cfg.model.layers / pp)
 
 
+def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration) -> float:
+    """The prompts' element-wise traffic through every layer (already one tp rank's share), at the
+    factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
+    nbytes = elementwise_per_token(layout) * tokens * layout.dtype_bytes * layout.cfg.model.layers
+    return nbytes / (cal.membw_gbps * 1e9) * cal.elementwise(resolved_decode_mode(layout.cfg) == "compile")
+
+
 def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
-    """The prompts' forward: their FLOPs, plus one read of the weights, plus its collectives."""
+    """The prompts' forward: their FLOPs, plus one read of the weights and the element-wise
+    traffic, plus its collectives."""
     w = layout.cfg.workload
     tokens = w.batch_size * w.input_len
     flops = prefill_flops(layout.cfg.model, counts, w.batch_size, w.input_len)
     weights, _ = decode_bytes_per_step(layout.cfg.model, counts, w, layout.dtype_bytes)
-    return Forward(compute_seconds(layout, flops, tokens, cal), read_seconds(layout, weights, cal),
+    memory = read_seconds(layout, weights, cal) + prefill_elementwise_seconds(layout, tokens, cal)
+    return Forward(compute_seconds(layout, flops, tokens, cal), memory,
                    comm_seconds(layout, tokens, cal), roofline=False, host_s=host_seconds(layout, "prefill", cal),
                    host_hidden=layout.cfg.hardware.device_type != "cpu")
 

@@ -1,0 +1,34 @@
+"""benchmarks/predictor_accuracy.py keeps the latest record of a case and measures a disturbed one again."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("predictor_accuracy", ROOT / "benchmarks" / "predictor_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def step_metrics(p10: float, p90: float) -> dict:
+    return {"step_time_s": (p10 + p90) / 2, "step_time_s_p10": p10, "step_time_s_p90": p90}
+
+
+def test_an_unsteady_case_is_measured_again_and_its_later_record_counts(tmp_path):
+    bench = load_benchmark()
+    steady_case, noisy_case = bench.CASES["train"][0], bench.CASES["train"][4]
+    jsonl = tmp_path / "cases.jsonl"
+    lines = [{"kind": "train", "overrides": steady_case, "metrics": step_metrics(0.18, 0.19)},
+             {"kind": "train", "overrides": noisy_case, "metrics": step_metrics(0.235, 0.332)}]
+    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert bench.measured_before(jsonl) == [steady_case]  # the noisy one is measured again
+    with jsonl.open("a") as f:
+        f.write(json.dumps({"kind": "train", "overrides": list(reversed(noisy_case)),
+                            "metrics": step_metrics(0.22, 0.23)}) + "\n")
+    latest = bench.records(jsonl)
+    assert len(latest) == 2 and latest[1]["metrics"]["step_time_s_p10"] == 0.22
+    assert sorted(map(sorted, bench.measured_before(jsonl))) == sorted([sorted(steady_case), sorted(noisy_case)])
