@@ -21,8 +21,8 @@ MIN_FIT_INPUTS = 3  # distinct values along an axis a line needs: any two points
 
 
 def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Finished inference runs with their layout (tp, pp, devices, a 'tpX_ppY' label, prefixed by the
-    engine when it is not the native one) as columns."""
+    """Finished inference runs with their model, layout (tp, pp, devices) and series label (`layout`,
+    layout_labels) as columns."""
     if runs.empty or "params.workload.name" not in runs:
         return runs.iloc[0:0]
     done = runs[(runs["params.workload.name"] == "inference") & (runs["status"] == "FINISHED")].copy()
@@ -31,20 +31,26 @@ def inference_runs(runs: pd.DataFrame) -> pd.DataFrame:
     done["tp"] = done["params.parallel.tp"].astype(int)
     done["pp"] = done["params.parallel.pp"].astype(int)
     done["devices"] = done["tp"] * done["pp"]
-    # Layouts named as the run names name them (`tp2`, `pp2`, `1 rank`), so one page names a run one way.
-    done["layout"] = [" ".join(f"{d}{n}" for d, n in (("tp", tp), ("pp", pp)) if n > 1) or "1 rank"
-                      for tp, pp in zip(done["tp"], done["pp"])]
-    if "params.workload.engine" in done:  # both engines in one sweep: their series apart
-        other = done["params.workload.engine"].fillna("native") != "native"
-        done.loc[other, "layout"] = (done.loc[other, "params.workload.engine"].astype(str) + " "
-                                     + done.loc[other, "layout"].astype(str))
+    done["model"] = done.get("params.model.name", pd.Series("", index=done.index)).fillna("").astype(str)
     done["decode_mode"] = decode_modes(done)
-    fast = done["decode_mode"] != "eager"
-    done.loc[fast, "layout"] += " " + done.loc[fast, "decode_mode"]
+    done["layout"] = layout_labels(done)
     for key in ("input_len", "output_len", "batch_size"):
         done[key] = done[f"params.workload.{key}"].astype(int)
     done["samples"] = timed_samples(done)
     return done.sort_values(["devices", "layout", "input_len", "batch_size", "output_len"])
+
+
+def layout_labels(runs: pd.DataFrame) -> pd.Series:
+    """Each run's series on the page: its layout as the run names name it (`tp2`, `pp2`, `1 rank`),
+    after its engine when not the native one and after its model when the runs hold several (every
+    table, line and plot series keeps one model's runs apart), then its decode mode unless eager."""
+    layout = pd.Series([" ".join(f"{d}{n}" for d, n in (("tp", tp), ("pp", pp)) if n > 1) or "1 rank"
+                        for tp, pp in zip(runs["tp"], runs["pp"])], index=runs.index, dtype=str)
+    engine = runs.get("params.workload.engine", pd.Series("native", index=runs.index)).fillna("native").astype(str)
+    layout = layout.where(engine == "native", engine + " " + layout)
+    if runs["model"].nunique() > 1:
+        layout = (runs["model"] + " " + layout).str.strip()
+    return layout.where(runs["decode_mode"] == "eager", layout + " " + runs["decode_mode"])
 
 
 def timed_samples(runs: pd.DataFrame) -> pd.Series:
@@ -67,8 +73,8 @@ def decode_modes(runs: pd.DataFrame) -> pd.Series:
     return modes.astype(str)
 
 
-REQUEST = ["layout", "input_len", "batch_size", "output_len"]
-
+REQUEST = ["model", "layout", "input_len", "batch_size", "output_len"]
+LATENCIES = ("ttft_s", "tpot_s", "e2e_s")
 
 
 def _with_interval(value, low, high, render) -> str:
@@ -84,12 +90,13 @@ def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Medians per (layout, input length, batch, output length) with their intervals: numbers and display."""
     runs = with_intervals(runs)
     data = runs[["run_id", "label", *REQUEST, "samples", "notes"]].copy()
-    for name in ("ttft_s", "tpot_s", "e2e_s"):
+    for name in LATENCIES:
         for suffix in ("_p50", "_ci_low", "_ci_high"):
             data[name + suffix] = runs.get(f"metrics.{name}{suffix}", pd.Series(np.nan, index=runs.index))
     for name in ("output_tokens_per_s", "output_tokens_per_s_ci_low", "output_tokens_per_s_ci_high"):
         data[name] = runs[name]
     data["mbu"] = runs.get("metrics.mbu", pd.Series(np.nan, index=runs.index))
+    data["ci_level"] = noise.interval_levels(runs, LATENCIES)
     shown = pd.DataFrame(_request_columns(data))
     for title, name in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"), ("E2E", "e2e_s")):
         shown[title] = [_with_interval(v, lo, hi, fmt.seconds) for v, lo, hi in
@@ -99,6 +106,8 @@ def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                                     data["output_tokens_per_s_ci_high"])]
     if data["mbu"].notna().any():
         shown["MBU"] = data["mbu"].map(fmt.fraction)
+    if data["ci_level"].nunique() > 1:  # runs of different batch counts: each row says its own
+        shown["interval"] = data["ci_level"].map(fmt.fraction)
     shown["samples"] = data["samples"].map(fmt.number)
     shown["flags"] = data["notes"].replace("", fmt.DASH)
     return shown, data
@@ -107,7 +116,7 @@ def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def percentile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """p50/p90/p99 of each latency where the samples support the percentile (p90 from 10, p99 from
     100): a p99 of 5 samples is their maximum, not a tail."""
-    names = [f"{m}_p{q}" for m in ("ttft_s", "tpot_s", "e2e_s") for q in noise.PERCENTILES]
+    names = [f"{m}_p{q}" for m in LATENCIES for q in noise.PERCENTILES]
     data = runs[["run_id", *REQUEST, "samples"]].copy()
     shown = pd.DataFrame({**_request_columns(data), "samples": data["samples"].map(fmt.number)})
     for name in names:
@@ -127,21 +136,22 @@ AXIS_NAMES = {"input_len": "input length", "batch_size": "batch size", "output_l
 
 
 def fit_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A line per axis (input length, batch, output length), layout, values of the other two axes
-    and metric, where the axis has MIN_FIT_INPUTS distinct values or more (any two points fit a
-    line exactly, R² = 1), with its slope's 95 % interval and whether the slope differs from 0."""
+    """A line per axis (input length, batch, output length), model, layout, values of the other two
+    axes and metric (never through two models' points), where the axis has MIN_FIT_INPUTS distinct
+    values or more (any two points fit a line exactly, R² = 1), with its slope's 95 % interval (Student's
+    t) and whether the slope differs from 0."""
     rows = []
     for axis, (fixed, metrics) in FIT_AXES.items():
-        for (layout, *held), group in runs.groupby(["layout", *fixed]):
+        for (model, layout, *held), group in runs.groupby(["model", "layout", *fixed]):
             if group[axis].nunique() < MIN_FIT_INPUTS:
                 continue
             for metric in metrics:
                 line = fit_line(group[axis], group[f"metrics.{metric}"])
-                rows.append({"against": axis, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
+                rows.append({"against": axis, "model": model, "layout": layout, **dict(zip(fixed, held)), "metric": metric,
                              "slope_s_per_unit": line.slope, "slope_ci_low": line.slope_low,
                              "slope_ci_high": line.slope_high, "intercept_s": line.intercept, "r2": line.r2,
                              "points": line.points, "trend": trend(line.slope_low, line.slope_high)})
-    data = pd.DataFrame(rows, columns=["against", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "slope_ci_low",
+    data = pd.DataFrame(rows, columns=["against", "model", "layout", *FIT_AXES, "metric", "slope_s_per_unit", "slope_ci_low",
                                        "slope_ci_high", "intercept_s", "r2", "points", "trend"])
     if data.empty:
         return data, data
@@ -189,6 +199,19 @@ def intro(done: pd.DataFrame, overhead: pd.DataFrame) -> list[Paragraph]:
     return [Paragraph(text), *[Paragraph(c) for c in noise.caveats(flagged)]]
 
 
+def latency_note(runs: pd.DataFrame) -> Paragraph:
+    """How to read the latency table, with the level its intervals have as the runs logged it."""
+    levels = noise.interval_levels(runs, LATENCIES)
+    named = noise.levels_text(levels)
+    interval = (f"interval over the measured batches, at the level in its row's 'interval' column ({named}: the "
+                "coverage the order statistics of the run's batches reach)" if levels.nunique() > 1 else
+                f"{named} interval over the measured batches" if named else
+                "interval over the measured batches (its level was not logged)")
+    return Paragraph("Medians over the measured requests (vLLM's definitions: TTFT to the first token, TPOT = "
+                     "(E2E - TTFT) / (output length - 1), E2E to the last token), in brackets their "
+                     f"{interval}; tokens/s follows the E2E interval.")
+
+
 def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
     """The Inference section, or an empty one when the set has no finished inference run."""
     done = inference_runs(runs.of("inference"))
@@ -197,10 +220,7 @@ def inference_section(runs: RunSet, out: Path, fetch_artifact) -> Section:
         return section
     overhead = scaling_table(done)
     shown, data = latency_table(done)
-    section.add(*intro(done, overhead),
-                Paragraph("Medians over the measured requests (vLLM's definitions: TTFT to the first token, "
-                          "TPOT = (E2E - TTFT) / (output length - 1), E2E to the last token), in brackets their "
-                          "95 % interval over the measured batches; tokens/s follows the E2E interval."),
+    section.add(*intro(done, overhead), latency_note(done),
                 Table(shown, data, "inference_latency.csv", "Latency per layout, input length, batch and output length"))
     shown, data = fit_table(done)
     if not data.empty:

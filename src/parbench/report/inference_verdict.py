@@ -86,11 +86,12 @@ def shape_label(input_len: int, batch: int, output_len: int) -> str:
 
 
 def verdict(runs: pd.DataFrame) -> list[str]:
-    """Per request shape with several layouts: the layout with the most output tokens/s where its
-    interval clears the others', else the layouts that cannot be told apart; the lowest TTFT too."""
+    """Per model and request shape with several layouts: the layout with the most output tokens/s
+    where its interval clears the others', else the layouts that cannot be told apart; the lowest
+    TTFT too. Runs of two models are never ranked against each other (their labels name the model)."""
     runs = with_intervals(runs)
     lines = []
-    for shape, group in runs.groupby(SHAPE):
+    for (_, *shape), group in runs.groupby(["model", *SHAPE]):
         if group["layout"].nunique() < 2:
             continue
         rank = noise.ranking(group["output_tokens_per_s"], group["output_tokens_per_s_ci_low"],

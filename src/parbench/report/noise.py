@@ -48,6 +48,19 @@ def ranking(values: pd.Series, low: pd.Series, high: pd.Series) -> pd.Series:
     return labels
 
 
+def interval_levels(runs: pd.DataFrame, names: tuple[str, ...]) -> pd.Series:
+    """Each run's interval level as it logged it (`<name>_ci_level`: the coverage the order statistics
+    of its samples reach, 93.75 % from 5, 75 % from 3, not the stats.confidence asked for), the
+    lowest over these metrics; NaN where the run logged none."""
+    columns = [f"metrics.{name}_ci_level" for name in names if f"metrics.{name}_ci_level" in runs]
+    return runs[columns].astype(float).min(axis=1) if columns else pd.Series(float("nan"), index=runs.index)
+
+
+def levels_text(levels: pd.Series) -> str:
+    """The levels to name the intervals by, lowest first: `93.8 %`, `75.0 % / 93.8 %`; '' if none."""
+    return " / ".join(fmt.fraction(level) for level in sorted(levels.dropna().unique()))
+
+
 def interval_text(low: float, high: float, render) -> str:
     return fmt.DASH if pd.isna(low) or pd.isna(high) else f"{render(low)} – {render(high)}"
 
