@@ -351,12 +351,13 @@ PY
     # Qwen3 full-checkpointing step (DIAG=1: its op shares), then the accuracy cases the recorded
     # accuracy_<hw>.jsonl does not hold yet or holds unsteady (p90/p10 step times > 1.15), each appended to
     # $OUT/accuracy_<hw>.jsonl as it ends, until the budget. `calib31 h200` for the H200.
-    # Carry an earlier call's jsonl back as ACC_FROM=<file>.
+    # Carry an earlier call's jsonl back as ACC_FROM=<file>; REDO="run ..." measures those calibration runs again.
     HW=${1:-h100_sxm}; END=$((SECONDS + ${BUDGET_S:-530}))
     CAL=(hardware=$HW tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1)
     REC=docs/results/2026-11-25_calibration_gpu WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
     mkdir -p "$WORK"; rm -f "$W/$HW.yaml"
     [ -e "$REC/measured_$HW.json" ] && [ ! -e "$WORK/measured.json" ] && cp "$REC/measured_$HW.json" "$WORK/measured.json"
+    [ -n "${REDO:-}" ] && python -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); [d.pop(k, None) for k in sys.argv[2:]]; json.dump(d, open(p, 'w'), indent=1)" "$WORK/measured.json" $REDO
     FROM=${ACC_FROM:-$REC/accuracy_$HW.jsonl}
     [ -e "$JSONL" ] || { [ -e "$FROM" ] && cp "$FROM" "$JSONL" || : > "$JSONL"; }
     timeout $((END - SECONDS - 90)) python -m parbench calibrate "${CAL[@]}" --work "$WORK" --out "$W/$HW.yaml" 2>&1 \

@@ -31,9 +31,9 @@ from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibrati
 from parbench.predict.layout import Layout
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
-from parbench.predict.microbench_fits import fit_links, fit_matmul, matmul_points
+from parbench.predict.microbench_fits import fit_links, matmul_figures
 
-CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024]]", "membw_end": "64M",
+CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]", "membw_end": "64M",
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
              "infer": ["workload.input_len=32", "workload.output_len=8"]}
 HOST_LAYERS = (2, 4)
@@ -49,7 +49,7 @@ EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 FIT_ROUNDS = 12
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
-                       "[8192,2048,8192],[8192,8192,2048]]",
+                       "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 8), "infer": ["workload.input_len=128", "workload.output_len=32"]}
 MEASURED_FILE = "measured.json"
@@ -155,11 +155,10 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     """The fitted figures over the base, and notes on what was kept rather than measured. Host
     dispatch and the step's terms depend on each other on a CPU (dispatch adds to the step there):
     a few rounds settle them."""
-    tflops, half = fit_matmul(matmul_points(results["matmul"]))
     notes = [] if "collectives" in results else [
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
-                  dtype=cfg.workload.dtype, matmul_tflops=tflops, matmul_half_gflop=half,
+                  dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
     eager = [HostRun(benchmark_layout(overrides, n), results[n]["step_time_s"]) for n in EAGER_HOST_RUNS if n in results]

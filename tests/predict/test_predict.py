@@ -5,6 +5,7 @@ the fit check and plan as a user meets them."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +17,9 @@ from parbench.prepare import prediction_plan, validate
 from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
-from parbench.predict.microbench_fits import fit_link, fit_matmul
-from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.calibration import Calibration, LinkFit, load_calibration
+from parbench.predict.costs import matmul_seconds, typical_gemm_flops
+from parbench.predict.microbench_fits import fit_link, fit_matmul, matmul_figures
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
 from parbench.models.shapes import param_counts
@@ -89,6 +91,26 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
     assert link.latency_s == pytest.approx(20e-6) and link.busbw_gbps == pytest.approx(5.0)
     tflops, half = fit_matmul([(f, 600 * f / (f + 2e9)) for f in (1e8, 1e9, 1e10, 1e12)])
     assert tflops == pytest.approx(600) and half == pytest.approx(2.0)
+
+
+def test_an_unaligned_head_runs_at_the_calibrated_unaligned_rate():
+    """The matmul run's shapes with a dimension not a multiple of 8 (GPT-2's vocabulary) give the
+    factor; only a model whose vocabulary is unaligned pays it, on its head's GEMMs."""
+    curve = lambda m, k, n: 600 * (2 * m * k * n) / (2 * m * k * n + 2e9)  # noqa: E731
+    shapes = [(512, 512, 512), (1024, 1024, 1024), (4096, 4096, 4096), (8192, 8192, 8192)]
+    metrics = {f"matmul_tflops/{m}x{k}x{n}": curve(m, k, n) for m, k, n in shapes}
+    metrics["matmul_tflops/4096x1600x50257"] = 0.25 * curve(4096, 1600, 50257)
+    figures = matmul_figures(metrics)
+    assert figures["matmul_tflops"] == pytest.approx(600) and figures["unaligned_matmul_factor"] == pytest.approx(0.25)
+    cal = replace(load_calibration("h100_sxm"), unaligned_matmul_factor=0.25)
+    aligned_cal = replace(cal, unaligned_matmul_factor=1.0)
+    for vocab, grows in ((50257, True), (50304, False)):
+        lay = Layout.of(cfg := compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=gpt2_xl",
+                                       f"model.vocab={vocab}"), validate(cfg, None))
+        extra = matmul_seconds(lay, cal) - matmul_seconds(lay, aligned_cal)
+        head = 6 * vocab * cfg.model.hidden * lay.tokens_per_step / cal.matmul_rate(
+            typical_gemm_flops(cfg.model, lay.microbatch_tokens, 1))
+        assert extra == pytest.approx(3 * head if grows else 0.0)
 
 
 def test_calibration_runs_even_where_the_store_has_the_same_config_finished(monkeypatch, tmp_path):

@@ -78,6 +78,9 @@ class Calibration:
     dtype: str = "bf16"  # the dtype matmul_tflops was measured in
     matmul_tflops: float = 0.0  # achieved on large GEMMs, per device
     matmul_half_gflop: float = SPEC_MATMUL_HALF_GFLOP
+    # An unaligned GEMM's rate (a dimension whose rows are not 16-byte aligned, as GPT-2's 50,257-token
+    # vocabulary) over an aligned one's of its size; 1.0 where not measured.
+    unaligned_matmul_factor: float = 1.0
     membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
     intra_node: LinkFit = field(default_factory=LinkFit)
     inter_node: LinkFit = field(default_factory=LinkFit)

@@ -1,6 +1,7 @@
 """Compute time of one training step on one device, op by op:
 
     dense GEMMs     6 x matmul parameters x tokens, at the calibrated rate of the layout's GEMM size
+                    (an unaligned vocabulary's head at the calibrated unaligned rate)
     attention       causal QK^T and AV (forward and backward), at attention's own calibrated rate
     element-wise    norms, RoPE, SwiGLU, residuals, the weights' casts and the loss over the logits:
                     bytes over the memory bandwidth, times what eager or compiled steps were measured
@@ -18,6 +19,7 @@ from parbench.metrics.flops import attention_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
+from parbench.predict.microbench_fits import aligned
 from parbench.models.shapes import FP32, size
 
 # Bytes each parameter's optimizer step reads and writes: AdamW reads p, g and both moments and
@@ -59,9 +61,15 @@ def tokens_per_device(layout: Layout) -> float:
 
 
 def matmul_seconds(layout: Layout, cal: Calibration) -> float:
-    """The dense GEMMs' FLOPs shared evenly by the devices, at the rate of the layout's typical GEMM."""
-    gemm = typical_gemm_flops(layout.cfg.model, layout.microbatch_tokens, layout.dims.tp)
-    return 6 * layout.counts.matmul_active * tokens_per_device(layout) / cal.matmul_rate(gemm)
+    """The dense GEMMs' FLOPs shared evenly by the devices, at the rate of the layout's typical GEMM;
+    the head's at the unaligned rate where the vocabulary is not a multiple of 8."""
+    m = layout.cfg.model
+    rate = cal.matmul_rate(typical_gemm_flops(m, layout.microbatch_tokens, layout.dims.tp))
+    seconds = 6 * layout.counts.matmul_active * tokens_per_device(layout) / rate
+    if not aligned((m.vocab,)):
+        head = 6 * m.vocab * m.hidden / layout.dims.tp * tokens_per_device(layout) / rate
+        seconds += head * (1 / cal.unaligned_matmul_factor - 1)
+    return seconds
 
 
 def attention_seconds(layout: Layout, cal: Calibration) -> float:

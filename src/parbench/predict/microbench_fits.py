@@ -4,6 +4,8 @@ dp and fsdp runs measured (docs/plan.md, Calibration)."""
 
 from __future__ import annotations
 
+import statistics
+
 from parbench.config.schema import HardwareConfig
 from parbench.metrics.fits import fit_alpha_beta, fit_line
 from parbench.predict.calibration import Calibration, LinkFit
@@ -28,13 +30,30 @@ def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
     return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
 
 
-def matmul_points(metrics: dict) -> list[tuple[float, float]]:
+def aligned(dims: tuple[int, ...]) -> bool:
+    """Every dimension a multiple of 8: rows of whole 16-byte vectors at 2 bytes an element."""
+    return all(d % 8 == 0 for d in dims)
+
+
+def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:
+    """(GEMM FLOPs, achieved TFLOP/s) of the aligned shapes (or the unaligned ones)."""
     points = []
     for key, tflops in metrics.items():
         if key.startswith("matmul_tflops/"):
-            m, k, n = (int(v) for v in key.split("/")[1].split("x"))
-            points.append((2.0 * m * k * n, tflops))
+            dims = tuple(int(v) for v in key.split("/")[1].split("x"))
+            if aligned(dims) != unaligned:
+                points.append((2.0 * dims[0] * dims[1] * dims[2], tflops))
     return points
+
+
+def matmul_figures(metrics: dict) -> dict[str, float]:
+    """The matmul microbenchmark's figures of a calibration: the aligned shapes' rate curve, and the
+    unaligned shapes' rate over that curve's at their size (median; 1.0 without them)."""
+    tflops, half = fit_matmul(matmul_points(metrics))
+    curve = Calibration(matmul_tflops=tflops, matmul_half_gflop=half)
+    ratios = [1e12 * r / curve.matmul_rate(f) for f, r in matmul_points(metrics, unaligned=True)]
+    return {"matmul_tflops": tflops, "matmul_half_gflop": half,
+            "unaligned_matmul_factor": statistics.median(ratios) if ratios else 1.0}
 
 
 def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:
