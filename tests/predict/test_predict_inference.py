@@ -59,6 +59,14 @@ def test_the_prefills_element_wise_work_runs_at_the_factor_of_the_decode_modes_s
     assert eager.ttft_s - compiled.ttft_s == pytest.approx(2.0 * prefill_elementwise_bytes(cfg) / 10e9)
 
 
+def test_a_static_decode_step_reads_its_whole_cache_buffer():
+    """graph and compile attend all input_len + output_len positions (the later ones masked): 40, not 36."""
+    cfg, eager = prediction("workload.decode_mode=eager")
+    _, static = prediction("workload.decode_mode=compile")
+    kv_per_position = (decode_bytes(cfg) - param_counts(cfg.model).matmul_active * FP32) / 36
+    assert static.tpot_s - eager.tpot_s == pytest.approx(4 * kv_per_position / 10e9)
+
+
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():
     cfg, p = prediction("parallel=tp")
     m = cfg.model

@@ -167,12 +167,23 @@ def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
                    host_hidden=layout.cfg.hardware.device_type != "cpu")
 
 
+def static_cache_share(layout: Layout) -> float:
+    """The KV cache a decode step reads over its mean context: the static-shape step (graph, compile)
+    attends the whole buffer (input_len + output_len positions, the later ones masked)."""
+    w, m = layout.cfg.workload, layout.cfg.model
+    if m.sliding_window or resolved_decode_mode(layout.cfg) not in ("graph", "compile"):
+        return 1.0
+    return (w.input_len + w.output_len) / mean_decode_context(w.input_len, w.output_len)
+
+
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
-    """One token per sequence: the weights and the KV cache at the mean context read once (or its
-    FLOPs, when the batch is large enough to make the step compute-bound), plus its collectives."""
+    """One token per sequence: the weights and the KV cache read once (at the mean context, or the
+    static step's whole buffer), or its FLOPs when the batch is large enough to make the step
+    compute-bound, plus its collectives."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
+    kv_cache *= static_cache_share(layout)
     return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights + kv_cache, cal),
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
