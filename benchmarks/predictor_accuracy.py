@@ -81,16 +81,29 @@ def steady(metrics: dict) -> bool:
     return not (low and high) or high / low <= SPREAD_LIMIT
 
 
-def records(jsonl: Path) -> list[dict]:
-    """The file's cases, the latest record of each (a case measured again replaces the earlier)."""
+def all_records(jsonl: Path) -> dict[tuple, list[dict]]:
+    """The file's records by case, in the order they were measured."""
     lines = jsonl.read_text().splitlines() if jsonl.exists() else []
-    latest = {tuple(sorted(r["overrides"])): r for r in map(json.loads, filter(str.strip, lines))}
-    return list(latest.values())
+    cases: dict[tuple, list[dict]] = {}
+    for r in map(json.loads, filter(str.strip, lines)):
+        cases.setdefault(tuple(sorted(r["overrides"])), []).append(r)
+    return cases
+
+
+def records(jsonl: Path) -> list[dict]:
+    """Each case's latest record with metrics (a failed re-measure keeps the earlier), else its last."""
+    return [next((r for r in reversed(rs) if r["metrics"]), rs[-1]) for rs in all_records(jsonl).values()]
 
 
 def measured_before(jsonl: Path) -> list[list[str]]:
-    """The overrides of the cases the file already holds with steady metrics (a continued call skips them)."""
-    return [r["overrides"] for r in records(jsonl) if r["metrics"] and steady(r["metrics"])]
+    """The overrides of the cases a continued call skips: measured steadily, or unsteadily twice
+    (a case that is unsteady on this machine is not measured again and again)."""
+    done = []
+    for rs in all_records(jsonl).values():
+        measured = [r for r in rs if r["metrics"]]
+        if measured and (steady(measured[-1]["metrics"]) or len(measured) > 1):
+            done.append(rs[-1]["overrides"])
+    return done
 
 
 def measure_all(kinds: list[str], extra: list[str], jsonl: Path, budget_s: float) -> None:

@@ -61,10 +61,11 @@ def close_sweep(sweep_dir: Path, status: str | None = None, reason: str = "") ->
     store.log_artifacts(run_id, [csv])
     title = f"{plural(len(table), 'point')}" + (f", {len(reused)} reused from earlier runs" if reused else "")
     store.set_tags(run_id, {"skipped": str(len(reused)), **({"failure_reason": reason} if reason else {})})
-    link = describe_sweep(store, run_id, runs, sweep_dir)  # what the MLflow UI shows at the first click
-    reports = sweep_report(store, run_id, runs, sweep_dir)
+    # Closed before the description and reports: a bug there must not leave a finished sweep RUNNING.
     unfinished = int((table["status"] != "FINISHED").sum()) if len(table) else 0
     store.close(run_id, status or ("FINISHED" if len(table) > unfinished else "FAILED"))
+    link = describe_sweep(store, run_id, runs, sweep_dir)  # what the MLflow UI shows at the first click
+    reports = sweep_report(store, run_id, runs, sweep_dir)
     (sweep_dir / SWEEP_PENDING_FILE).unlink(missing_ok=True)
     print(format_runs(table, title=f"Sweep {sweep_dir} ({title})"))
     if reused:

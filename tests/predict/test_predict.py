@@ -18,7 +18,7 @@ from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
 from parbench.predict.calibration import Calibration, LinkFit, load_calibration
-from parbench.predict.costs import matmul_seconds, typical_gemm_flops
+from parbench.predict.costs import matmul_seconds
 from parbench.predict.microbench_fits import fit_link, fit_matmul, matmul_figures
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
@@ -104,13 +104,19 @@ def test_an_unaligned_head_runs_at_the_calibrated_unaligned_rate():
     assert figures["matmul_tflops"] == pytest.approx(600) and figures["unaligned_matmul_factor"] == pytest.approx(0.25)
     cal = replace(load_calibration("h100_sxm"), unaligned_matmul_factor=0.25)
     aligned_cal = replace(cal, unaligned_matmul_factor=1.0)
-    for vocab, grows in ((50257, True), (50304, False)):
-        lay = Layout.of(cfg := compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=gpt2_xl",
-                                       f"model.vocab={vocab}"), validate(cfg, None))
-        extra = matmul_seconds(lay, cal) - matmul_seconds(lay, aligned_cal)
-        head = 6 * vocab * cfg.model.hidden * lay.tokens_per_step / cal.matmul_rate(
-            typical_gemm_flops(cfg.model, lay.microbatch_tokens, 1))
-        assert extra == pytest.approx(3 * head if grows else 0.0)
+    def extra(*overrides: str) -> float:
+        lay = Layout.of(cfg := compose("hardware=h100_sxm", "model=gpt2_xl", "model.tie_embeddings=false",
+                                       *overrides), validate(cfg, None))
+        return matmul_seconds(lay, cal) - matmul_seconds(lay, aligned_cal), lay, cfg
+
+    unaligned, lay, cfg = extra("hardware.gpus_per_node=1")
+    head_flops = 6 * cfg.model.vocab * cfg.model.hidden * lay.tokens_per_step
+    head_gemm = 2 * lay.microbatch_tokens * cfg.model.vocab * cfg.model.hidden  # at its own size's rate
+    assert unaligned == pytest.approx(3 * head_flops / cal.matmul_rate(head_gemm))
+    assert extra("hardware.gpus_per_node=1", "model.vocab=50304")[0] == 0.0
+    # pp=2: the last stage runs the whole head for every micro-batch and sets the pace: as much as
+    # one GPU's (a little more: a micro-batch's smaller GEMM runs below the whole batch's rate)
+    assert unaligned <= extra("hardware.gpus_per_node=2", "parallel=pp")[0] < 1.2 * unaligned
 
 
 def test_calibration_runs_even_where_the_store_has_the_same_config_finished(monkeypatch, tmp_path):

@@ -66,9 +66,10 @@ def matmul_seconds(layout: Layout, cal: Calibration) -> float:
     m = layout.cfg.model
     rate = cal.matmul_rate(typical_gemm_flops(m, layout.microbatch_tokens, layout.dims.tp))
     seconds = 6 * layout.counts.matmul_active * tokens_per_device(layout) / rate
-    if not aligned((m.vocab,)):
-        head = 6 * m.vocab * m.hidden / layout.dims.tp * tokens_per_device(layout) / rate
-        seconds += head * (1 / cal.unaligned_matmul_factor - 1)
+    if not aligned((m.vocab,)):  # the last stage holds the head, and sets the pipeline's pace
+        head_gemm = 2 * layout.microbatch_tokens * m.vocab * m.hidden / layout.dims.tp
+        head = 6 * m.vocab * m.hidden / layout.dims.tp * tokens_per_device(layout) * layout.dims.pp
+        seconds += head / cal.matmul_rate(head_gemm) * (1 / cal.unaligned_matmul_factor - 1)
     return seconds
 
 
@@ -77,11 +78,12 @@ def attention_seconds(layout: Layout, cal: Calibration) -> float:
     return flops * tokens_per_device(layout) / cal.attention_rate()
 
 
-def elementwise_per_token(layout: Layout) -> float:
+def elementwise_per_token(layout: Layout, bias_gradients: bool = True) -> float:
     """Elements one layer's forward reads and writes per token beyond the GEMMs: the two norms (4h),
     the residual adds (6h), RoPE on q and k (none with learned positions), Qwen3's q and k norms,
     the MLP's activation (SwiGLU: 3 ffn, GELU: 2 ffn); with biases, the backward's bias gradients
-    read each biased output once more (a third of that here, as the forward counts thrice)."""
+    read each biased output once more (a third of that here, as the forward counts thrice; none
+    for a forward alone: bias_gradients=False)."""
     m, d, fam = layout.cfg.model, layout.dims, layout.family
     hd = m.head_dim or m.hidden // m.heads
     qk = (m.heads + m.kv_heads) * hd / d.tp
@@ -91,7 +93,7 @@ def elementwise_per_token(layout: Layout) -> float:
     mlp = (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
     biased = (qk + m.kv_heads * hd / d.tp if fam.norm_bias or m.qkv_bias else 0) \
         + (m.hidden + m.ffn / d.tp + 2 * h if fam.norm_bias else 0)  # q, k, v; output, MLP and norms (GPT-2)
-    return 10 * h + rope + qk_norm + mlp + biased / 3
+    return 10 * h + rope + qk_norm + mlp + (biased / 3 if bias_gradients else 0.0)
 
 
 def elementwise_bytes(layout: Layout) -> float:

@@ -150,7 +150,8 @@ def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
 def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration) -> float:
     """The prompts' element-wise traffic through every layer (already one tp rank's share), at the
     factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
-    nbytes = elementwise_per_token(layout) * tokens * layout.dtype_bytes * layout.cfg.model.layers
+    per_token = elementwise_per_token(layout, bias_gradients=False)
+    nbytes = per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers
     return nbytes / (cal.membw_gbps * 1e9) * cal.elementwise(resolved_decode_mode(layout.cfg) == "compile")
 
 
@@ -168,12 +169,16 @@ def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
 
 
 def static_cache_share(layout: Layout) -> float:
-    """The KV cache a decode step reads over its mean context: the static-shape step (graph, compile)
-    attends the whole buffer (input_len + output_len positions, the later ones masked)."""
+    """The KV cache a decode step reads over what decode_bytes_per_step counts (the mean context, or
+    the window): the static-shape step (graph, compile) attends the whole buffer (input_len +
+    output_len positions, the later ones and those outside a sliding window masked)."""
     w, m = layout.cfg.workload, layout.cfg.model
-    if m.sliding_window or resolved_decode_mode(layout.cfg) not in ("graph", "compile"):
+    if resolved_decode_mode(layout.cfg) not in ("graph", "compile"):
         return 1.0
-    return (w.input_len + w.output_len) / mean_decode_context(w.input_len, w.output_len)
+    modelled = mean_decode_context(w.input_len, w.output_len)  # what decode_bytes_per_step counts
+    if m.sliding_window:  # the static step masks the window, and still reads the whole buffer
+        modelled = min(modelled, m.sliding_window)
+    return (w.input_len + w.output_len) / modelled
 
 
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:

@@ -106,7 +106,7 @@ def latency_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                                     data["output_tokens_per_s_ci_high"])]
     if data["mbu"].notna().any():
         shown["MBU"] = data["mbu"].map(fmt.fraction)
-    if data["ci_level"].nunique() > 1:  # runs of different batch counts: each row says its own
+    if data["ci_level"].nunique(dropna=False) > 1:  # runs of different batch counts: each row says its own
         shown["interval"] = data["ci_level"].map(fmt.fraction)
     shown["samples"] = data["samples"].map(fmt.number)
     shown["flags"] = data["notes"].replace("", fmt.DASH)
@@ -204,7 +204,7 @@ def latency_note(runs: pd.DataFrame) -> Paragraph:
     levels = noise.interval_levels(runs, LATENCIES)
     named = noise.levels_text(levels)
     interval = (f"interval over the measured batches, at the level in its row's 'interval' column ({named}: the "
-                "coverage the order statistics of the run's batches reach)" if levels.nunique() > 1 else
+                "coverage the order statistics of the run's batches reach)" if levels.nunique(dropna=False) > 1 else
                 f"{named} interval over the measured batches" if named else
                 "interval over the measured batches (its level was not logged)")
     return Paragraph("Medians over the measured requests (vLLM's definitions: TTFT to the first token, TPOT = "

@@ -9,6 +9,7 @@ import torch
 
 from parbench.config.schema import ModelConfig
 from parbench.models.build import build_initialized
+from parbench.models.shapes import param_counts
 
 # parbench Llama parameter names -> Hugging Face LlamaForCausalLM names.
 HF_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "output": "lm_head",
@@ -47,15 +48,24 @@ def export_hf_config(m: ModelConfig, dtype: torch.dtype, path: Path) -> Path:
     return path
 
 
+def draw_device(m: ModelConfig, device: str) -> str:
+    """Where the seeded weights are drawn: the native engine's device (CUDA's generator gives other
+    numbers than the CPU's for the same seed), unless the whole model in fp32 does not fit there."""
+    if device == "cpu" or 4 * param_counts(m).total < 0.9 * torch.cuda.mem_get_info()[0]:
+        return device
+    print(f"[parbench] model={m.name} does not fit this GPU in fp32 to draw its seeded weights: drawn on "
+          "the CPU, so vLLM's tokens will not match the native engine's (the timings are unaffected)", flush=True)
+    return "cpu"
+
+
 def export_hf_llama(m: ModelConfig, seed: int, dtype: torch.dtype, path: Path, device: str) -> Path:
-    """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint. The
-    weights are drawn on `device`, where the native engine draws them: CUDA's generator gives other
-    numbers than the CPU's for the same seed."""
+    """Save parbench's seeded Llama (the native engine's weights) as a Hugging Face checkpoint."""
     from transformers import LlamaForCausalLM
 
-    state = {hf_name(k): v.cpu() for k, v in build_initialized(m, seed, device).state_dict().items()}
-    if device != "cpu":
-        torch.cuda.empty_cache()  # vLLM, in this process next, sizes its KV cache from the free memory
+    drawn_on = draw_device(m, device)
+    state = {hf_name(k): v.cpu() for k, v in build_initialized(m, seed, drawn_on).state_dict().items()}
+    if drawn_on != "cpu":
+        torch.cuda.empty_cache()  # vLLM sizes its KV cache from the device's free memory
     with torch.device("meta"):
         hf = LlamaForCausalLM(hf_llama_config(m))
     hf.load_state_dict(state, strict=not m.tie_embeddings, assign=True)
