@@ -8,7 +8,6 @@ import subprocess
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-
 from parbench.config import ConfigError
 from parbench.config.schema import HardwareConfig, load_presets
 from parbench.paths import CONF_DIR

@@ -18,6 +18,12 @@ Named = list[tuple[str, Shape]]
 FP32 = 4
 
 
+def aligned(dims: tuple[int, ...]) -> bool:
+    """Every dimension a multiple of 8: rows of whole 16-byte vectors at 2 bytes an element (a GEMM
+    over other shapes, such as GPT-2's 50,257-token head, falls back to slower kernels)."""
+    return all(d % 8 == 0 for d in dims)
+
+
 def _attention(m: ModelConfig, bias: bool) -> Named:
     hd = m.head_dim or m.hidden // m.heads
     q, kv = m.heads * hd, m.kv_heads * hd

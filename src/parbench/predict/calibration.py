@@ -133,6 +133,10 @@ class Calibration:
     def elementwise(self, compiled: bool) -> float:
         return self.elementwise_factor.get("compiled" if compiled else "eager", 1.0)
 
+    def elementwise_seconds(self, nbytes: float, compiled: bool) -> float:
+        """Element-wise traffic's time: its bytes over the bandwidth, times the step's measured factor."""
+        return nbytes / (self.membw_gbps * 1e9) * self.elementwise(compiled)
+
     def recompute_share(self, compiled: bool, checkpointing: str) -> float:
         """Share of the forward that checkpointing repeats: this mode's figure, else eager's, else spec."""
         for key in (mode_key(compiled, checkpointing), mode_key(False, checkpointing)):

@@ -19,8 +19,7 @@ from parbench.metrics.flops import attention_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
-from parbench.predict.microbench_fits import aligned
-from parbench.models.shapes import FP32, size
+from parbench.models.shapes import FP32, aligned, size
 
 # Bytes each parameter's optimizer step reads and writes: AdamW reads p, g and both moments and
 # writes p and the moments (28 B at fp32); SGD reads p and g and writes p (12 B).
@@ -115,7 +114,7 @@ def optimizer_seconds(layout: Layout, cal: Calibration) -> float:
 
 def step_compute(layout: Layout, cal: Calibration) -> Compute:
     matmul, attention = matmul_seconds(layout, cal), attention_seconds(layout, cal)
-    elementwise = elementwise_bytes(layout) / (cal.membw_gbps * 1e9) * cal.elementwise(layout.compiled)
+    elementwise = cal.elementwise_seconds(elementwise_bytes(layout), layout.compiled)
     forward = (matmul + attention + elementwise) / 3
     recompute = cal.recompute_share(layout.compiled, layout.activation_checkpointing) * forward
     return Compute(matmul, attention, elementwise, optimizer_seconds(layout, cal), recompute)

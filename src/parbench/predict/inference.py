@@ -152,7 +152,7 @@ def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration)
     factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
     per_token = elementwise_per_token(layout, bias_gradients=False)
     nbytes = per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers
-    return nbytes / (cal.membw_gbps * 1e9) * cal.elementwise(resolved_decode_mode(layout.cfg) == "compile")
+    return cal.elementwise_seconds(nbytes, resolved_decode_mode(layout.cfg) == "compile")
 
 
 def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:

@@ -8,6 +8,7 @@ import statistics
 
 from parbench.config.schema import HardwareConfig
 from parbench.metrics.fits import fit_alpha_beta, fit_line
+from parbench.models.shapes import aligned
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.comm import BUS_FACTOR
 
@@ -28,11 +29,6 @@ def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
     if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
         return max(r for _, r in points), 0.0
     return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
-
-
-def aligned(dims: tuple[int, ...]) -> bool:
-    """Every dimension a multiple of 8: rows of whole 16-byte vectors at 2 bytes an element."""
-    return all(d % 8 == 0 for d in dims)
 
 
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:

@@ -9,7 +9,7 @@ import torch
 
 from parbench.config.schema import ModelConfig
 from parbench.models.build import build_initialized
-from parbench.models.shapes import param_counts
+from parbench.models.shapes import FP32, param_counts
 
 # parbench Llama parameter names -> Hugging Face LlamaForCausalLM names.
 HF_NAMES = {"tok_embeddings": "model.embed_tokens", "norm": "model.norm", "output": "lm_head",
@@ -51,7 +51,7 @@ def export_hf_config(m: ModelConfig, dtype: torch.dtype, path: Path) -> Path:
 def draw_device(m: ModelConfig, device: str) -> str:
     """Where the seeded weights are drawn: the native engine's device (CUDA's generator gives other
     numbers than the CPU's for the same seed), unless the whole model in fp32 does not fit there."""
-    if device == "cpu" or 4 * param_counts(m).total < 0.9 * torch.cuda.mem_get_info()[0]:
+    if device == "cpu" or FP32 * param_counts(m).total < 0.9 * torch.cuda.mem_get_info()[0]:
         return device
     print(f"[parbench] model={m.name} does not fit this GPU in fp32 to draw its seeded weights: drawn on "
           "the CPU, so vLLM's tokens will not match the native engine's (the timings are unaffected)", flush=True)
