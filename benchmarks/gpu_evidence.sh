@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -370,6 +370,36 @@ PY
       > "$W/diag_qwen3.log"
     python benchmarks/predictor_accuracy.py measure --jsonl "$JSONL" --budget-s $((END - SECONDS)) hardware=$HW
     python benchmarks/predictor_accuracy.py table --jsonl "$JSONL" --calibration "$W/$HW.yaml" --out "$W/accuracy_$HW.md"
+    ;;
+  host31)  # 1 GPU (issue 31): where an eager step's host dispatch goes. The calibration's tiny host runs again (60
+    # steps) and one profiled, then real shapes at 128 tokens (host-bound), then the Qwen3 case the model over-predicts;
+    # each run's step time, spread and host_dispatch_s into host31.txt
+    U=(hardware.gpus_per_node=1 parallel=dp workload=train workload.batch_size=1 profile.enabled=false)
+    T=(model=tiny workload.seq_len=64 workload.batch_size=2 workload.steps=60)
+    sweep tiny "${U[@]}" "${T[@]}" model.layers=2,4,8
+    sweep tiny_full "${U[@]}" "${T[@]}" model.layers=4 workload.activation_checkpointing=full
+    sweep tiny_qwen3 "${U[@]}" "${T[@]}" model.layers=4 model.qk_norm=true
+    sweep tiny_gpt2 "${U[@]}" model=gpt2_xl model.hidden=64 model.heads=4 model.kv_heads=4 model.ffn=256 model.vocab=512 \
+      model.max_seq_len=256 model.layers=4 workload.seq_len=64 workload.batch_size=2 workload.steps=60
+    sweep tiny_profiled "${U[@]}" "${T[@]}" model.layers=4 profile.enabled=true profile.plots=false
+    R=(workload.seq_len=128 workload.steps=20)
+    sweep real_llama "${U[@]}" "${R[@]}" model=llama3_2_1b model.layers=4,8,16 workload.activation_checkpointing=none,full
+    sweep real_qwen3 "${U[@]}" "${R[@]}" model=qwen3_1_7b workload.activation_checkpointing=none,full
+    sweep real_gpt2 "${U[@]}" "${R[@]}" model=gpt2_xl
+    sweep case_qwen3 "${U[@]}" model=qwen3_1_7b workload.seq_len=2048 workload.batch_size=2 workload.steps=8 \
+      workload.warmup_steps=3
+    sweep case_gpt2 "${U[@]}" model=gpt2_xl workload.seq_len=1024 workload.batch_size=4 workload.steps=8 workload.warmup_steps=3
+    python - "$W" <<'PY' | tee "$W/host31.txt"
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*/*/results.json")):
+    m = json.loads(f.read_text())["metrics"]
+    o = f.parent / ".hydra" / "overrides.yaml"
+    what = " ".join(x.strip("- ").split(".")[-1] for x in o.read_text().splitlines() if "layers" in x or "checkpointing" in x) if o.exists() else ""
+    print(f"{f.parent.parent.name:12s} {what:28s} step {1e3 * m['step_time_s']:8.2f} p10 {1e3 * m['step_time_s_p10']:8.2f} "
+          f"p90 {1e3 * m['step_time_s_p90']:8.2f} host {1e3 * m.get('host_dispatch_s', float('nan')):8.2f} ms "
+          f"pred {1e3 * m.get('predicted_step_time_s', float('nan')):8.2f}")
+PY
+    find "$W/tiny_profiled" -name steps.csv -exec cat {} \; > "$W/tiny_profiled_steps.txt"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

@@ -54,13 +54,17 @@ CASES = {
         # the Qwen3 full-checkpointing case's shape without checkpointing, and the 1B Llama at it:
         # which of family and checkpointing its error follows
         train("qwen3_1_7b", 2048, 2, False, "none"), train("llama3_2_1b", 2048, 2, False, "full"),
+        # added after the profiles were fitted (2026-11-26): modes and lengths on models that no
+        # calibration run has
+        train("gpt2_xl", 1024, 4, False, "full"), train("llama3_2_1b", 8192, 1, True, "selective"),
+        train("qwen3_1_7b", 4096, 1, False, "selective"),
     ],
     "infer": [[*INFER, f"model={m}", f"workload.batch_size={b}"]
-              for m, b in (("llama3_2_1b", 1), ("llama3_2_1b", 32), ("qwen3_1_7b", 8))],
+              for m, b in (("llama3_2_1b", 1), ("llama3_2_1b", 32), ("qwen3_1_7b", 8), ("gpt2_xl", 4))],
 }
 # The order they run in: a call that runs out of time has measured a spread of them.
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
-         "train:6", "train:7", "infer:2", "train:8", "train:9")
+         "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14")
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:

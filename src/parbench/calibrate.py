@@ -24,80 +24,16 @@ from parbench.config import ConfigError
 from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
 from parbench.fmt import format_metric
-from parbench.prepare import validate
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
-from parbench.predict.layout import Layout
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
 from parbench.predict.microbench_fits import fit_links, matmul_figures
+from parbench.calibration_runs import EAGER_HOST_RUNS, INFER_KV_RUN, benchmark_layout, benchmarks
 
-CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]", "membw_end": "64M",
-             "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
-             "infer": ["workload.input_len=32", "workload.output_len=8"]}
-HOST_LAYERS = (2, 4)
-HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
-HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=30", "profile.enabled=false", "parallel=dp"]
-# The host runs beyond the tiny Llama at two depths: the same checkpointed, and GPT-2- and
-# Qwen3-shaped blocks at the tiny model's size.
-HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing=full"]),
-               "host_gpt2": (["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256",
-                              "model.vocab=512", "model.max_seq_len=256"], []),
-               "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
-EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 FIT_ROUNDS = 12
-# The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
-GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
-                       "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
-             "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
-             "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 8), "infer": ["workload.input_len=128", "workload.output_len=32"]}
 MEASURED_FILE = "measured.json"
-
-
-def train_runs(s: dict) -> dict[str, list[str]]:
-    """The model's step eager and compiled under each checkpointing mode, and at a 4x longer sequence."""
-    base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
-            "parallel=dp"]
-    short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
-    runs = {"eager_long": [*base, f"workload.seq_len={4 * s['seq']}", f"workload.batch_size={s['batch'] // 4}"]}
-    for mode in ("eager", "compiled"):
-        for ac in (("none", "selective", "full") if mode == "eager" else ("none", "full")):
-            runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
-                                    f"workload.activation_checkpointing={ac}"]
-    return runs
-
-
-def benchmarks(cfg: Config) -> dict[str, list[str]]:
-    """The runs, by name: their overrides on top of the user's. One device has no link and no
-    overlap to measure: those runs are left out and their figures kept."""
-    s = CPU_SIZES if cfg.hardware.device_type == "cpu" else GPU_SIZES
-    many = cfg.hardware.nodes * cfg.hardware.gpus_per_node > 1
-    profiled = ["workload=train", *s["model"], *s["depth"], f"workload.seq_len={s['seq']}", "workload.batch_size=2",
-                "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
-    return {
-        "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
-        "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
-        **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
-                            f"workload.end={s['collectives_end']}", "workload.factor=4"],
-            "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),
-        **train_runs(s),
-        # The native engine at two depths: the host's share of prefill and of each decode step.
-        **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
-                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false"]
-           for layers in s["infer_layers"]},
-        # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
-        # the host's dispatch per step and per layer.
-        **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]
-           for name, layers in zip(HOST_RUNS, HOST_LAYERS)},
-        # and the deeper one compiled: a compiled block's dispatch per layer
-        "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
-                          "workload.compile=true"],
-        # the deeper one checkpointed (its forward's calls replayed: per call apart from per backward
-        # op), and blocks of other op mixes (predict/host_fit.py)
-        **{name: ["workload=train", *model, f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN, *extra]
-           for name, (model, extra) in HOST_SHAPES.items()},
-    }
 
 
 class RunFailed(Exception):
@@ -143,12 +79,16 @@ def run_all(overrides: list[str], runs: dict[str, list[str]], work: Path) -> dic
     return results
 
 
-def recorded(work: Path) -> dict[str, dict]:
-    """What <work>/measured.json holds, by run name, whatever the runs' overrides were (--fit-only)."""
+def recorded(work: Path, runs: dict[str, list[str]]) -> dict[str, dict]:
+    """What <work>/measured.json holds of today's runs, by name, whatever their overrides were
+    (--fit-only); the runs a calibration no longer makes are left out, and named."""
     ledger = work / MEASURED_FILE
     if not ledger.exists():
         raise ConfigError(f"--fit-only: {ledger} does not exist; name the --work of a calibration that measured runs")
-    return {name: entry["metrics"] for name, entry in json.loads(ledger.read_text()).items()}
+    measured = json.loads(ledger.read_text())
+    if gone := sorted(set(measured) - set(runs)):
+        print(f"[calibrate] left out (no longer a calibration run): {', '.join(gone)}", flush=True)
+    return {name: entry["metrics"] for name, entry in measured.items() if name in runs}
 
 
 def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> tuple[Calibration, list[str]]:
@@ -161,22 +101,21 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
                   dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
-    eager = [HostRun(benchmark_layout(overrides, n), results[n]["step_time_s"]) for n in EAGER_HOST_RUNS if n in results]
-    compiled = HostRun(benchmark_layout(overrides, "host_compiled"), results["host_compiled"]["step_time_s"]) \
-        if "host_compiled" in results else None
+    eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]
+    compiled = host_run(overrides, "host_compiled", results["host_compiled"]) if "host_compiled" in results else None
     for _ in range(FIT_ROUNDS):
         host, host_notes = fit_host(eager, compiled, cal)
         cal, learned = learn(replace(cal, **host), runs)
-    cal = learn_inference(cal, [InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
-                                for n, m in results.items() if n.startswith("infer_")])
-    notes += host_notes + learned
+    infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
+             for n, m in results.items() if n.startswith("infer_")}
+    kv_cache = infer.pop(INFER_KV_RUN, None)
+    cal, inference_notes = learn_inference(cal, list(infer.values()), kv_cache)
+    notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 
 
-def benchmark_layout(overrides: list[str], name: str) -> Layout:
-    """The layout of one calibration run, as the model sees it."""
-    cfg = compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))[name]])
-    return Layout.of(cfg, validate(cfg, None))
+def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:
+    return HostRun(benchmark_layout(overrides, name), metrics["step_time_s"], metrics.get("host_dispatch_s"))
 
 
 def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
@@ -195,8 +134,9 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                "calibration_link_busbw_gbps": cal.intra_node.busbw_gbps,
                                "calibration_link_latency_s": cal.intra_node.latency_s,
                                "calibration_host_s_per_step": cal.host_s_per_step,
-                               "calibration_host_s_per_call": cal.host_s_per_call,
-                               "calibration_host_s_per_backward_op": cal.host_s_per_backward_op})
+                               "calibration_host_s_per_dispatch": cal.host_s_per_dispatch,
+                               **{f"calibration_host_s_per_checkpointed_layer_{mode}": s
+                                  for mode, s in cal.host_s_per_checkpointed_layer.items()}})
     store.log_artifacts(run_id, [path])
     store.finish(run_id, ok=True)
 
@@ -241,8 +181,9 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
-        f" per step + {format_metric('host_s', cal.host_s_per_call)} per forward call + "
-        f"{format_metric('host_s', cal.host_s_per_backward_op)} per backward op",
+        f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
+        + "".join(f" + {format_metric('host_s', s)} per {mode}-checkpointed layer"
+                  for mode, s in cal.host_s_per_checkpointed_layer.items()),
         *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])
 
 
@@ -253,7 +194,7 @@ def calibrate(args: argparse.Namespace) -> int:
         (work / MEASURED_FILE).unlink()
     runs = benchmarks(cfg)
     try:
-        results = recorded(work) if args.fit_only else run_all(overrides, runs, work)
+        results = recorded(work, runs) if args.fit_only else run_all(overrides, runs, work)
     except KeyboardInterrupt:
         done = len(json.loads((work / MEASURED_FILE).read_text())) if (work / MEASURED_FILE).exists() else 0
         print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "

@@ -1,7 +1,7 @@
 """Host dispatch in the model: each family's calls and ops counted from its own modules, their
-costs fitted from the calibration's tiny runs, and on a GPU the host counted only where it exceeds
-the device's work of a phase. Old profiles and measured.json files (from before the per-call
-costs) still load and fit."""
+cost and what a checkpointed layer adds fitted from the calibration's tiny runs, and on a GPU the
+host counted only where it exceeds the device's work of a phase. measured.json files from before
+the checkpointed tiny runs still fit."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from parbench.paths import CONF_DIR
 from parbench.prepare import validate
 from parbench.predict.calibration import load_calibration
 from parbench.predict.costs import host_seconds
-from parbench.predict.host_fit import TIED, HostRun, fit_host
+from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.layout import Layout
 from parbench.predict.step import predict_step
 from conftest import compose
@@ -54,34 +54,38 @@ def test_qwen3_blocks_dispatch_more_than_llama_and_gpt2_fewer():
     assert qwen3.backward_ops > llama.backward_ops > gpt2.backward_ops
 
 
-def test_full_checkpointing_replays_the_forwards_calls_in_the_backward():
-    cal = replace(load_calibration(H100), host_s_per_call=20e-6, host_s_per_backward_op=5e-6)
+def test_a_checkpointed_layer_adds_its_modes_cost_to_the_backward():
+    cal = replace(load_calibration(H100), host_s_per_dispatch=10e-6, host_s_per_checkpointed_layer={"full": 3e-3})
     base = ["hardware=h100_sxm", "hardware.gpus_per_node=1", "model=qwen3_1_7b"]
-    none, full = (host_seconds(layout(*base, f"workload.activation_checkpointing={ac}"), cal) for ac in ("none", "full"))
-    calls = family_dispatch(compose(*base).model).per_layer.forward_calls * 28
-    assert full.forward_s == none.forward_s and full.backward_s - none.backward_s == pytest.approx(20e-6 * calls)
+    none, full, selective = (host_seconds(layout(*base, f"workload.activation_checkpointing={ac}"), cal)
+                             for ac in ("none", "full", "selective"))
+    assert full.forward_s == none.forward_s and full.backward_s - none.backward_s == pytest.approx(3e-3 * 28)
+    assert selective == none  # no figure for the mode: nothing added
 
 
 def synthetic_runs(cal, names: tuple[str, ...], overrides: list[str]) -> list[HostRun]:
     return [HostRun(lay := calibrate.benchmark_layout(overrides, n), predict_step(lay, cal).step_time_s) for n in names]
 
 
-def test_the_host_fit_recovers_per_step_per_call_and_per_op_costs():
-    """CPU steps made by the model with known costs give them back; the two tiny depths alone
-    cannot tell a call from an op, and say so."""
-    truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_call=20e-6, host_s_per_backward_op=5e-6)
+def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_costs():
+    """CPU steps made by the model with known costs give them back; checkpointed runs alone cannot
+    fix a cost per dispatch, and say so."""
+    truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
+                    host_s_per_checkpointed_layer={"full": 2e-3, "selective": 1e-3})
     runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
     fitted, notes = fit_host(runs, None, truth)
-    assert [fitted[k] for k in ("host_s_per_step", "host_s_per_call", "host_s_per_backward_op")] == pytest.approx(
-        [3e-3, 20e-6, 5e-6], rel=1e-6) and not notes
-    _, notes = fit_host(runs[:2], None, truth)
-    assert notes == [TIED]
+    assert [fitted["host_s_per_step"], fitted["host_s_per_dispatch"]] == pytest.approx([3e-3, 8e-6], rel=1e-6)
+    assert fitted["host_s_per_checkpointed_layer"] == pytest.approx({"full": 2e-3, "selective": 1e-3}, rel=1e-6)
+    assert not notes
+    checkpointed = [r for r in runs if r.layout.activation_checkpointing != "none"]
+    fitted, notes = fit_host(checkpointed, None, truth)
+    assert not fitted and "do not fix a cost per step and per dispatch" in notes[0]
 
 
 def test_on_a_gpu_a_host_bound_forward_shows_even_where_the_whole_step_hides_the_host():
     """1B Llama, seq 2048 x 2: its forward's device work is shorter than a slow forward dispatch,
     while the whole step's dispatch is still shorter than the whole step's kernels."""
-    cal = replace(load_calibration(H100), host_s_per_call=50e-6, host_s_per_backward_op=1e-6)
+    cal = replace(load_calibration(H100), host_s_per_dispatch=25e-6)
     lay = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload.seq_len=2048",
                  "workload.batch_size=2")
     p, host = predict_step(lay, cal), host_seconds(lay, cal)
@@ -107,23 +111,24 @@ def test_the_host_term_moves_the_tiny_models_step_in_the_measured_direction(chan
 
 
 def test_a_measured_json_from_before_the_new_host_runs_fits_and_resumes_with_only_those(monkeypatch, tmp_path, capsys):
-    """The recorded H100 measured.json (13 runs): --fit-only makes a profile with the tied host
-    costs; the calibrate command that made it measures only the runs added since."""
+    """The recorded H100 measured.json (13 runs): --fit-only makes a profile with a cost per
+    dispatch; the calibrate command that made it measures only runs it does not hold as they are now."""
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(RECORDED, work / calibrate.MEASURED_FILE)
     out = tmp_path / "h100.yaml"
     args = [*RECORDED_COMMAND, "--work", str(work), "--out", str(out)]
     assert calibrate.main([*args, "--fit-only"]) == 0
-    assert TIED in capsys.readouterr().out and load_calibration(str(out)).host_s_per_call > 0
+    assert load_calibration(str(out)).host_s_per_dispatch > 0
     ran = []
 
     def fake(cmd, **kwargs):
         if "parbench" not in cmd:
             return subprocess.CompletedProcess(cmd, 0, "", "")
-        ran.append(Path(next(a for a in cmd if a.startswith("hydra.run.dir="))).name)
+        ran.append(cmd)
         raise KeyboardInterrupt  # stop at the first run it would measure
     monkeypatch.setattr(subprocess, "run", fake)
     assert calibrate.main(args) == 130
-    recorded = json.loads(RECORDED.read_text())
-    assert ran and ran[0] not in recorded or recorded[ran[0]]["args"][-3] != "workload.repeats=10"
+    name = Path(next(a for a in ran[0] if a.startswith("hydra.run.dir="))).name
+    before = json.loads(RECORDED.read_text()).get(name, {}).get("args")
+    assert not calibrate.same_run(before, ran[0][ran[0].index("parbench") + 1:])

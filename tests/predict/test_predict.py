@@ -107,7 +107,7 @@ def test_an_unaligned_head_runs_at_the_calibrated_unaligned_rate():
     def extra(*overrides: str) -> float:
         lay = Layout.of(cfg := compose("hardware=h100_sxm", "model=gpt2_xl", "model.tie_embeddings=false",
                                        *overrides), validate(cfg, None))
-        return matmul_seconds(lay, cal) - matmul_seconds(lay, aligned_cal), lay, cfg
+        return matmul_seconds(lay, cal)[0] - matmul_seconds(lay, aligned_cal)[0], lay, cfg
 
     unaligned, lay, cfg = extra("hardware.gpus_per_node=1")
     head_flops = 6 * cfg.model.vocab * cfg.model.hidden * lay.tokens_per_step

@@ -34,7 +34,7 @@ class StepClock:
 
     def __init__(self, device: torch.device):
         self.device = device
-        self._unread: collections.deque[DeviceInterval] = collections.deque()
+        self._unread: collections.deque[tuple[DeviceInterval, float]] = collections.deque()
         # Steps a loop may leave unread: on CPU ops are synchronous, nothing is gained by lagging.
         self.lag = 1 if device.type == "cuda" else 0
 
@@ -43,12 +43,18 @@ class StepClock:
         interval = DeviceInterval(self.device)
         with torch.profiler.record_function(STEP_RANGE):
             interval.start()
+            queued_from = time.perf_counter()
             yield
+            host_s = time.perf_counter() - queued_from
             interval.stop()
-        self._unread.append(interval)
+        self._unread.append((interval, host_s))
 
-    def read(self) -> float:
-        return self._unread.popleft().seconds(wait=True)
+    def read(self) -> tuple[float, float]:
+        """(the step's seconds on the device, the host's seconds to dispatch it). A GPU step whose
+        dispatch takes as long as the step is host-bound; a device-bound one's dispatch ends up
+        waiting for room in the launch queue, so it only bounds the host's cost from above."""
+        interval, host_s = self._unread.popleft()
+        return interval.seconds(wait=True), host_s
 
 
 class BusyTimer:

@@ -20,7 +20,7 @@ from parbench.config import ConfigError
 from parbench.config.schema import HardwareConfig
 from parbench.paths import CONF_DIR
 
-VERSION = 1
+VERSION = 2  # 2: recompute is a share of the blocks' forward (1: of the whole forward)
 CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
 
 
@@ -87,18 +87,19 @@ class Calibration:
     overlap: Dict[str, float] = field(default_factory=lambda: dict(MEASURED_OVERLAP))
     memory_overhead_gb: float = 0.0  # what a rank holds beyond its tensors (measured: peak minus tensors)
     # Host time of an eager training step that the device model does not count (Python and op
-    # dispatch): per step, plus per torch call of the Python forward (and a checkpointed block's
-    # replay) and per aten op of the autograd engine's backward (models/dispatch_table.py counts
-    # both per layer); a profile from before those were fitted has one figure per layer instead.
+    # dispatch): per step, plus per dispatch (a torch call of the Python forward or an aten op of the
+    # autograd engine's backward: models/dispatch_table.py counts both per layer), plus what each
+    # checkpointed layer adds, by mode (full, selective); a profile without the per-dispatch cost
+    # has one figure per layer instead.
     host_s_per_step: float = 0.0
-    host_s_per_call: float = 0.0
-    host_s_per_backward_op: float = 0.0
+    host_s_per_dispatch: float = 0.0
+    host_s_per_checkpointed_layer: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
     attention_tflops: float = 0.0  # causal attention's achieved rate (0: SPEC_ATTENTION_EFFICIENCY x matmul)
     # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
     elementwise_factor: Dict[str, float] = field(default_factory=dict)
-    # Share of the forward's time that checkpointing recomputes, by mode_key (else by mode, SPEC_RECOMPUTE).
+    # Share of the blocks' forward that checkpointing recomputes, by mode_key (else by mode, SPEC_RECOMPUTE).
     recompute: Dict[str, float] = field(default_factory=dict)
     # Measured / modelled saved activations, by mode_key; the loss's bytes per logit, by eager/compiled.
     activation_scale: Dict[str, float] = field(default_factory=dict)
@@ -107,6 +108,9 @@ class Calibration:
     # and what each decode step adds (launch, sampling, the token to the host), per step and per layer.
     prefill_host_s: Dict[str, float] = field(default_factory=dict)
     decode_host_s: Dict[str, float] = field(default_factory=dict)
+    # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
+    # not measured): small per-sequence reads, and the masked positions of a static buffer.
+    kv_read_factor: float = 1.0
     notes: Optional[str] = None
 
     @property
@@ -138,7 +142,7 @@ class Calibration:
         return nbytes / (self.membw_gbps * 1e9) * self.elementwise(compiled)
 
     def recompute_share(self, compiled: bool, checkpointing: str) -> float:
-        """Share of the forward that checkpointing repeats: this mode's figure, else eager's, else spec."""
+        """Share of the blocks' forward that checkpointing repeats: this mode's figure, else eager's, else spec."""
         for key in (mode_key(compiled, checkpointing), mode_key(False, checkpointing)):
             if key in self.recompute:
                 return self.recompute[key]

@@ -59,17 +59,24 @@ def tokens_per_device(layout: Layout) -> float:
     return layout.tokens_per_step / layout.dims.world_size
 
 
-def matmul_seconds(layout: Layout, cal: Calibration) -> float:
-    """The dense GEMMs' FLOPs shared evenly by the devices, at the rate of the layout's typical GEMM;
-    the head's at the unaligned rate where the vocabulary is not a multiple of 8."""
+def head_flops(layout: Layout) -> float:
+    """The head's GEMM FLOPs on one device of the last stage, which holds it and sets the pipeline's pace."""
+    m = layout.cfg.model
+    return 6 * m.vocab * m.hidden / layout.dims.tp * tokens_per_device(layout) * layout.dims.pp
+
+
+def matmul_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
+    """(all dense GEMMs, the head's among them): the FLOPs shared evenly by the devices at the rate
+    of the layout's typical GEMM; the head's at the unaligned rate where the vocabulary is not a
+    multiple of 8."""
     m = layout.cfg.model
     rate = cal.matmul_rate(typical_gemm_flops(m, layout.microbatch_tokens, layout.dims.tp))
-    seconds = 6 * layout.counts.matmul_active * tokens_per_device(layout) / rate
-    if not aligned((m.vocab,)):  # the last stage holds the head, and sets the pipeline's pace
+    seconds, head = 6 * layout.counts.matmul_active * tokens_per_device(layout) / rate, head_flops(layout) / rate
+    if not aligned((m.vocab,)):
         head_gemm = 2 * layout.microbatch_tokens * m.vocab * m.hidden / layout.dims.tp
-        head = 6 * m.vocab * m.hidden / layout.dims.tp * tokens_per_device(layout) * layout.dims.pp
-        seconds += head / cal.matmul_rate(head_gemm) * (1 / cal.unaligned_matmul_factor - 1)
-    return seconds
+        unaligned = head_flops(layout) / cal.matmul_rate(head_gemm) * (1 / cal.unaligned_matmul_factor - 1)
+        seconds, head = seconds + unaligned, head + unaligned
+    return seconds, head
 
 
 def attention_seconds(layout: Layout, cal: Calibration) -> float:
@@ -95,16 +102,21 @@ def elementwise_per_token(layout: Layout, bias_gradients: bool = True) -> float:
     return 10 * h + rope + qk_norm + mlp + (biased / 3 if bias_gradients else 0.0)
 
 
+def block_elementwise_bytes(layout: Layout) -> float:
+    """The blocks' minimum element-wise traffic: each layer's (elementwise_per_token) forward and
+    twice that backward."""
+    tokens = layout.microbatch_tokens * layout.microbatches
+    return 3 * elementwise_per_token(layout) * tokens * layout.dtype_bytes * layout.cfg.model.layers / layout.dims.pp
+
+
 def elementwise_bytes(layout: Layout) -> float:
-    """The minimum element-wise traffic: each layer's (elementwise_per_token) forward and twice
-    that backward; the loss's softmax and cross-entropy over fp32 logits; the weights cast to the
-    compute dtype."""
+    """The step's minimum element-wise traffic: the blocks'; the loss's softmax and cross-entropy
+    over fp32 logits; the weights cast to the compute dtype."""
     m, d = layout.cfg.model, layout.dims
     tokens = layout.microbatch_tokens * layout.microbatches
-    layers = 3 * elementwise_per_token(layout) * tokens * layout.dtype_bytes * m.layers / d.pp
     loss = 6 * tokens * m.vocab / d.tp * FP32
     casts = size(layout.stage) * (FP32 + layout.dtype_bytes) * layout.microbatches if layout.dtype_bytes < FP32 else 0
-    return layers + loss + casts
+    return block_elementwise_bytes(layout) + loss + casts
 
 
 def optimizer_seconds(layout: Layout, cal: Calibration) -> float:
@@ -113,10 +125,13 @@ def optimizer_seconds(layout: Layout, cal: Calibration) -> float:
 
 
 def step_compute(layout: Layout, cal: Calibration) -> Compute:
-    matmul, attention = matmul_seconds(layout, cal), attention_seconds(layout, cal)
+    """The step's device work; checkpointing repeats a share of the blocks' forward (never the head's
+    or the loss's)."""
+    (matmul, head), attention = matmul_seconds(layout, cal), attention_seconds(layout, cal)
     elementwise = cal.elementwise_seconds(elementwise_bytes(layout), layout.compiled)
-    forward = (matmul + attention + elementwise) / 3
-    recompute = cal.recompute_share(layout.compiled, layout.activation_checkpointing) * forward
+    blocks_forward = (matmul - head + attention
+                      + cal.elementwise_seconds(block_elementwise_bytes(layout), layout.compiled)) / 3
+    recompute = cal.recompute_share(layout.compiled, layout.activation_checkpointing) * blocks_forward
     return Compute(matmul, attention, elementwise, optimizer_seconds(layout, cal), recompute)
 
 
@@ -125,7 +140,7 @@ class Host:
     """Seconds the host spends dispatching one step, by the phase the device runs them in."""
 
     forward_s: float  # the Python forward's torch calls
-    backward_s: float  # the autograd engine's ops, and the checkpointed blocks' Python replay
+    backward_s: float  # the autograd engine's ops, and the checkpointed blocks' replay
     step_s: float  # the rest: the loop, the optimizer's launch; or the whole step where not split
 
     @property
@@ -135,19 +150,19 @@ class Host:
 
 def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
-    each, per layer of the stage and micro-batch and per micro-batch; a compiled step, a profile
-    without those costs or a family without counts: per step plus per layer, unsplit."""
+    each, per layer of the stage and micro-batch and per micro-batch, and what each checkpointed
+    layer adds to the backward (its replayed forward, the checkpoint's bookkeeping); a compiled step,
+    a profile without those costs or a family without counts: per step plus per layer, unsplit."""
     passes = layout.cfg.model.layers / layout.dims.pp * layout.microbatches
     counts = layout.dispatch
-    if layout.compiled or not cal.host_s_per_call or counts is None:
+    if layout.compiled or not cal.host_s_per_dispatch or counts is None:
         per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
         return Host(0.0, 0.0, cal.host_s_per_step + per_layer * passes)
     layer, step = counts.per_layer, counts.per_step
     calls = layer.forward_calls * passes + step.forward_calls * layout.microbatches
-    replayed = layer.forward_calls * passes if layout.activation_checkpointing != "none" else 0.0
     ops = layer.backward_ops * passes + step.backward_ops * layout.microbatches
-    return Host(cal.host_s_per_call * calls, cal.host_s_per_backward_op * ops + cal.host_s_per_call * replayed,
-                cal.host_s_per_step)
+    checkpointed = cal.host_s_per_checkpointed_layer.get(layout.activation_checkpointing, 0.0) * passes
+    return Host(cal.host_s_per_dispatch * calls, cal.host_s_per_dispatch * ops + checkpointed, cal.host_s_per_step)
 
 
 def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool) -> float:

@@ -1,20 +1,20 @@
 """Host dispatch costs fitted from the tiny-model runs `parbench calibrate` makes (a tiny model's
-step is the host's: its kernels finish long before the next is dispatched). Every eager run gives
-one equation in three unknowns,
+step is the host's: its kernels finish long before the next is dispatched):
 
-    host seconds = per step + per call x (forward calls + replayed calls) + per op x backward ops
+    host seconds = per step + per dispatch x (forward calls + backward ops)
+                   + per checkpointed layer x layers (the mode's: full, selective)
 
-with each run's calls and ops from its family's counts (models/dispatch_table.py): the tiny Llama at
-two depths, under full checkpointing (which replays the forward's calls: per call apart from per
-op) and GPT-2- and Qwen3-shaped (other mixes of the two). Runs that cannot tell the two costs apart
-(one family and mode at two depths: the runs of a profile from before the others were added) give
-one cost per call or op, and the fit says so. The compiled run gives a compiled layer's dispatch."""
+with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
+checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
+least squares; each checkpointed run then fixes its mode's cost per layer: the replayed forward and
+the checkpoint's own bookkeeping, measured at about 3.5 ms a layer on an H200, tiny or 1B-sized
+(docs/results/2026-11-26_host_gpu.md). A forward call and a backward op cost alike: a split fitted
+from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
+their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
-import numpy as np
 
 from parbench.predict.calibration import Calibration
 from parbench.predict.costs import host_seconds
@@ -22,58 +22,59 @@ from parbench.predict.layout import Layout
 from parbench.predict.learn import per_step_and_layer
 from parbench.predict.step import predict_step
 
-TIED = "per call = per op: the host runs cannot tell them apart (add host_full and the family runs)"
-
 
 @dataclass(frozen=True)
 class HostRun:
     layout: Layout
     step_time_s: float
+    host_dispatch_s: float | None = None  # the host's own time to queue the step, where the run logged it
 
 
 def measured_host(run: HostRun, cal: Calibration) -> float:
-    """The run's host time: on a GPU the whole step; on a CPU what it takes beyond the device model."""
+    """The run's host time: on a GPU its dispatch (else the whole step); on a CPU what it takes
+    beyond the device model."""
     if run.layout.cfg.hardware.device_type != "cpu":
-        return run.step_time_s
-    bare = replace(cal, host_s_per_step=0.0, host_s_per_call=0.0, host_s_per_backward_op=0.0, host_s_per_layer=0.0,
-                   host_s_per_layer_compiled=0.0)
+        return run.host_dispatch_s or run.step_time_s
+    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_checkpointed_layer={},
+                   host_s_per_layer=0.0, host_s_per_layer_compiled=0.0)
     return run.step_time_s - predict_step(run.layout, bare).step_time_s
 
 
-def units(layout: Layout) -> tuple[float, float]:
-    """(Python calls, backward ops) one step of this layout dispatches."""
-    one = Calibration(host_s_per_call=1.0)
-    calls = host_seconds(layout, one).total_s
-    return calls, host_seconds(layout, replace(one, host_s_per_backward_op=1.0)).total_s - calls
+def dispatches(layout: Layout) -> float:
+    """Python calls and backward ops one step of this layout dispatches."""
+    return host_seconds(layout, Calibration(host_s_per_dispatch=1.0)).total_s
 
 
-def solve(rows: list[tuple[float, float]], host: list[float]) -> tuple[float, float, float] | None:
-    """(per step, per call, per op) by least squares; None where the runs do not fix all three or a
-    figure comes out negative."""
-    a = np.array([[1.0, calls, ops] for calls, ops in rows])
-    if np.linalg.matrix_rank(a) < 3:
-        return None
-    x = np.linalg.lstsq(a, np.array(host), rcond=None)[0]
-    return tuple(float(v) for v in x) if (x >= 0).all() else None
+def checkpointed_layers(layout: Layout) -> float:
+    return layout.cfg.model.layers / layout.dims.pp * layout.microbatches
 
 
-def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration) -> tuple[dict[str, float], list[str]]:
-    """The host figures of the calibration, and a note where the runs fix fewer than three."""
-    if not eager:
-        return {}, []
-    rows, host = [units(r.layout) for r in eager], [measured_host(r, cal) for r in eager]
-    notes = []
-    costs = solve(rows, host)
+def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float, float] | None:
+    """(per step, per dispatch) by least squares over runs of two or more sizes, neither negative
+    (learn.per_step_and_layer); None where the runs do not fix them."""
+    line = per_step_and_layer([(dispatches(r.layout), measured_host(r, cal)) for r in runs])
+    return (line["per_step"], line["per_layer"]) if line.get("per_layer") else None
+
+
+def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration) -> tuple[dict, list[str]]:
+    """The host figures of the calibration, and a note on what the runs left as it was."""
+    plain = [r for r in eager if r.layout.activation_checkpointing == "none"]
+    costs = per_step_and_dispatch(plain, cal)
     if costs is None:
-        line = per_step_and_layer([(calls + ops, h) for (calls, ops), h in zip(rows, host)])
-        costs = (line.get("per_step", 0.0), line.get("per_layer", 0.0), line.get("per_layer", 0.0))
-        notes.append(TIED)
-    per_step, per_call, per_op = costs
-    fitted = {"host_s_per_step": per_step, "host_s_per_call": per_call, "host_s_per_backward_op": per_op}
-    deepest = max(eager, key=lambda r: r.layout.cfg.model.layers)  # the calibration model's layer, for old readers
+        return {}, ["host dispatch: the tiny runs without checkpointing do not fix a cost per step and per "
+                    "dispatch; kept the figures there were"] if eager else []
+    per_step, per_dispatch = costs
+    fitted: dict = {"host_s_per_step": per_step, "host_s_per_dispatch": per_dispatch}
+    ckpt = dict(cal.host_s_per_checkpointed_layer)
+    for r in eager:
+        if r.layout.activation_checkpointing != "none":
+            beyond = measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)
+            ckpt[r.layout.activation_checkpointing] = max(0.0, beyond / checkpointed_layers(r.layout))
+    fitted["host_s_per_checkpointed_layer"] = ckpt
+    deepest = max(plain, key=lambda r: r.layout.cfg.model.layers)  # one figure per layer, for a family without counts
     layer = deepest.layout.dispatch.per_layer if deepest.layout.dispatch else None
-    fitted["host_s_per_layer"] = per_call * layer.forward_calls + per_op * layer.backward_ops if layer else 0.0
+    fitted["host_s_per_layer"] = per_dispatch * (layer.forward_calls + layer.backward_ops) if layer else 0.0
     if compiled is not None:
         layers = compiled.layout.cfg.model.layers
         fitted["host_s_per_layer_compiled"] = max(0.0, (measured_host(compiled, cal) - per_step) / layers)
-    return fitted, notes
+    return fitted, []

@@ -7,7 +7,7 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(prefill FLOPs / tp / rate + (weights + element-wise traffic) / tp / bandwidth, prefill dispatch)
            + tp all-reduces + pp sends
-    TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache) / tp / bandwidth) + decode step's host time
+    TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache x read factor) / tp / bandwidth) + decode step's host time
            + tp all-reduces + pp sends
     E2E  = TTFT + (output_len - 1) x TPOT
 
@@ -183,12 +183,12 @@ def static_cache_share(layout: Layout) -> float:
 
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     """One token per sequence: the weights and the KV cache read once (at the mean context, or the
-    static step's whole buffer), or its FLOPs when the batch is large enough to make the step
+    static step's whole buffer; the cache at its calibrated read rate), or its FLOPs when the batch is large enough to make the step
     compute-bound, plus its collectives."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
-    kv_cache *= static_cache_share(layout)
+    kv_cache *= static_cache_share(layout) * cal.kv_read_factor
     return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights + kv_cache, cal),
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 

@@ -10,6 +10,7 @@ an order where each run adds one unknown to what the earlier ones fixed:
     <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
     infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
                      device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
+    infer_kv_cache   a large batch with long prompts: TPOT beyond weights and host -> the KV cache's read factor
 
 Every prediction is linear in the term being fitted (the term multiplies one part of the step or
 of the memory), so two predictions give the value that matches the run."""
@@ -140,10 +141,11 @@ def per_step_and_layer(points: list[tuple[float, float]]) -> dict[str, float]:
     return {"per_step": max(0.0, sum(ys) / len(ys)), "per_layer": 0.0}
 
 
-def learn_inference(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
-    """Prefill and decode host time per step and per layer from runs at two depths."""
-    if len(runs) < 2:
-        return cal
+INFERENCE_ROUNDS = 6
+
+
+def inference_host(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
+    """Prefill and decode host time per step and per layer from runs at two or more depths."""
     bare = replace(cal, prefill_host_s={}, decode_host_s={})
     prefill, decode = [], []
     for r in runs:
@@ -153,3 +155,19 @@ def learn_inference(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
         prefill.append((layers, r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if hidden else p.prefill.device_s)))
         decode.append((layers, r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s))
     return replace(cal, prefill_host_s=per_step_and_layer(prefill), decode_host_s=per_step_and_layer(decode))
+
+
+def learn_inference(cal: Calibration, depths: list[InferenceRun],
+                    kv_cache: InferenceRun | None) -> tuple[Calibration, list[str]]:
+    """The host's figures from the runs at two depths, and the KV cache's read factor from the
+    large-batch run (its decode memory-bound); each is a share of the other's runs, so the two are
+    fitted in turn until they settle."""
+    lr = Learner(cal, {})
+    for _ in range(INFERENCE_ROUNDS if kv_cache else 1):
+        if len(depths) > 1:
+            lr.cal = inference_host(lr.cal, depths)
+        if kv_cache:
+            lr.notes.clear()
+            lr.fit("KV cache read factor", lambda c: predict_inference(kv_cache.layout.cfg, kv_cache.layout.dims, c).tpot_s,
+                   kv_cache.tpot_s, lambda c, x: replace(c, kv_read_factor=x))
+    return lr.cal, lr.notes

@@ -133,8 +133,8 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     def read_step() -> None:
         """Record the oldest unread step; waits for that step only (later ones stay queued)."""
         step = len(losses)
-        elapsed = clock.read()
-        measured_values = pmodel.step_metrics()
+        elapsed, dispatch_s = clock.read()
+        measured_values = {**pmodel.step_metrics(), "host_dispatch_s": dispatch_s}
         loss_value = unread_losses.popleft().item() / env.world_size
         phase = step_phase(w, step)
         times[phase].append(elapsed)

@@ -1,0 +1,90 @@
+"""The runs `parbench calibrate` makes, by name, at the sizes of a CPU or of a GPU: the
+microbenchmarks, the calibration model's training step eager and compiled under each checkpointing
+mode and at a 4x longer sequence, the native engine at two depths and at a large batch, and the tiny
+models whose steps are the host's dispatch (predict/learn.py and predict/host_fit.py fit them)."""
+
+from __future__ import annotations
+
+from parbench.config.schema import Config
+from parbench.planner import compose_config
+from parbench.predict.layout import Layout
+from parbench.prepare import validate
+
+CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]", "membw_end": "64M",
+             "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
+             "infer": ["workload.input_len=32", "workload.output_len=8"],
+             "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
+INFER_KV_RUN = "infer_kv_cache"
+HOST_LAYERS = (2, 4)
+HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
+HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false", "parallel=dp"]
+# The host runs beyond the tiny Llama at two depths: the same checkpointed in each mode, and
+# GPT-2- and Qwen3-shaped blocks at the tiny model's size.
+HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing=full"]),
+               "host_selective": (["model=tiny"], ["workload.activation_checkpointing=selective"]),
+               "host_gpt2": (["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256",
+                              "model.vocab=512", "model.max_seq_len=256"], []),
+               "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
+EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
+# The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
+GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
+                       "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
+             "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
+             "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
+             "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"]}
+
+
+def train_runs(s: dict) -> dict[str, list[str]]:
+    """The model's step eager and compiled under each checkpointing mode, and at a 4x longer sequence."""
+    base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
+            "parallel=dp"]
+    short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
+    runs = {"eager_long": [*base, f"workload.seq_len={4 * s['seq']}", f"workload.batch_size={s['batch'] // 4}"]}
+    for mode in ("eager", "compiled"):
+        for ac in ("none", "selective", "full"):
+            runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
+                                    f"workload.activation_checkpointing={ac}"]
+    return runs
+
+
+def benchmarks(cfg: Config) -> dict[str, list[str]]:
+    """The runs, by name: their overrides on top of the user's. One device has no link and no
+    overlap to measure: those runs are left out and their figures kept."""
+    s = CPU_SIZES if cfg.hardware.device_type == "cpu" else GPU_SIZES
+    many = cfg.hardware.nodes * cfg.hardware.gpus_per_node > 1
+    profiled = ["workload=train", *s["model"], *s["depth"], f"workload.seq_len={s['seq']}", "workload.batch_size=2",
+                "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
+    return {
+        "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
+        "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
+        **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
+                            f"workload.end={s['collectives_end']}", "workload.factor=4"],
+            "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),
+        **train_runs(s),
+        # The native engine at two depths: the host's share of prefill and of each decode step.
+        **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
+                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false"]
+           for layers in s["infer_layers"]},
+        # and at a large batch and a long prompt: how fast a decode step reads its KV cache
+        INFER_KV_RUN: ["workload=inference", *s["model"], *s["depth"], *s["kv_cache"], "workload.repeats=5",
+                       "workload.profile=false"],
+        # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
+        # the host's dispatch per step and per layer.
+        **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]
+           for name, layers in zip(HOST_RUNS, HOST_LAYERS)},
+        # and the deeper one compiled: a compiled block's dispatch per layer
+        "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
+                          "workload.compile=true"],
+        # the deeper one checkpointed (what a checkpointed layer adds), and blocks of other op mixes
+        # (predict/host_fit.py)
+        **{name: ["workload=train", *model, f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN, *extra]
+           for name, (model, extra) in HOST_SHAPES.items()},
+    }
+
+
+
+
+def benchmark_layout(overrides: list[str], name: str) -> Layout:
+    """The layout of one calibration run, as the model sees it."""
+    cfg = compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))[name]])
+    return Layout.of(cfg, validate(cfg, None))
