@@ -135,8 +135,8 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                "calibration_link_latency_s": cal.intra_node.latency_s,
                                "calibration_host_s_per_step": cal.host_s_per_step,
                                "calibration_host_s_per_dispatch": cal.host_s_per_dispatch,
-                               **{f"calibration_host_s_per_checkpointed_layer_{mode}": s
-                                  for mode, s in cal.host_s_per_checkpointed_layer.items()}})
+                               **{f"calibration_host_s_per_replayed_call_{mode}": s
+                                  for mode, s in cal.host_s_per_replayed_call.items()}})
     store.log_artifacts(run_id, [path])
     store.finish(run_id, ok=True)
 
@@ -182,8 +182,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
         f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
-        + "".join(f" + {format_metric('host_s', s)} per {mode}-checkpointed layer"
-                  for mode, s in cal.host_s_per_checkpointed_layer.items()),
+        + "".join(f" + {format_metric('host_s', s)} per call a {mode}-checkpointed layer replays"
+                  for mode, s in cal.host_s_per_replayed_call.items()),
         *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])
 
 

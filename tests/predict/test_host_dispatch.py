@@ -54,12 +54,13 @@ def test_qwen3_blocks_dispatch_more_than_llama_and_gpt2_fewer():
     assert qwen3.backward_ops > llama.backward_ops > gpt2.backward_ops
 
 
-def test_a_checkpointed_layer_adds_its_modes_cost_to_the_backward():
-    cal = replace(load_calibration(H100), host_s_per_dispatch=10e-6, host_s_per_checkpointed_layer={"full": 3e-3})
+def test_a_checkpointed_layer_adds_its_modes_cost_per_replayed_call_to_the_backward():
+    cal = replace(load_calibration(H100), host_s_per_dispatch=10e-6, host_s_per_replayed_call={"full": 60e-6})
     base = ["hardware=h100_sxm", "hardware.gpus_per_node=1", "model=qwen3_1_7b"]
     none, full, selective = (host_seconds(layout(*base, f"workload.activation_checkpointing={ac}"), cal)
                              for ac in ("none", "full", "selective"))
-    assert full.forward_s == none.forward_s and full.backward_s - none.backward_s == pytest.approx(3e-3 * 28)
+    calls = family_dispatch(compose(*base).model).per_layer.forward_calls * 28
+    assert full.forward_s == none.forward_s and full.backward_s - none.backward_s == pytest.approx(60e-6 * calls)
     assert selective == none  # no figure for the mode: nothing added
 
 
@@ -71,11 +72,11 @@ def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_
     """CPU steps made by the model with known costs give them back; checkpointed runs alone cannot
     fix a cost per dispatch, and say so."""
     truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
-                    host_s_per_checkpointed_layer={"full": 2e-3, "selective": 1e-3})
+                    host_s_per_replayed_call={"full": 40e-6, "selective": 20e-6})
     runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
     fitted, notes = fit_host(runs, None, truth)
     assert [fitted["host_s_per_step"], fitted["host_s_per_dispatch"]] == pytest.approx([3e-3, 8e-6], rel=1e-6)
-    assert fitted["host_s_per_checkpointed_layer"] == pytest.approx({"full": 2e-3, "selective": 1e-3}, rel=1e-6)
+    assert fitted["host_s_per_replayed_call"] == pytest.approx({"full": 40e-6, "selective": 20e-6}, rel=1e-6)
     assert not notes
     checkpointed = [r for r in runs if r.layout.activation_checkpointing != "none"]
     fitted, notes = fit_host(checkpointed, None, truth)

@@ -88,12 +88,12 @@ class Calibration:
     memory_overhead_gb: float = 0.0  # what a rank holds beyond its tensors (measured: peak minus tensors)
     # Host time of an eager training step that the device model does not count (Python and op
     # dispatch): per step, plus per dispatch (a torch call of the Python forward or an aten op of the
-    # autograd engine's backward: models/dispatch_table.py counts both per layer), plus what each
-    # checkpointed layer adds, by mode (full, selective); a profile without the per-dispatch cost
+    # autograd engine's backward: models/dispatch_table.py counts both per layer), plus what a
+    # checkpointed layer adds per call of its forward, by mode (full, selective); a profile without the per-dispatch cost
     # has one figure per layer instead.
     host_s_per_step: float = 0.0
     host_s_per_dispatch: float = 0.0
-    host_s_per_checkpointed_layer: Dict[str, float] = field(default_factory=dict)
+    host_s_per_replayed_call: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
     attention_tflops: float = 0.0  # causal attention's achieved rate (0: SPEC_ATTENTION_EFFICIENCY x matmul)

@@ -150,8 +150,8 @@ class Host:
 
 def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
-    each, per layer of the stage and micro-batch and per micro-batch, and what each checkpointed
-    layer adds to the backward (its replayed forward, the checkpoint's bookkeeping); a compiled step,
+    each, per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
+    adds to the backward per call of its forward (the replay, the checkpoint's bookkeeping); a compiled step,
     a profile without those costs or a family without counts: per step plus per layer, unsplit."""
     passes = layout.cfg.model.layers / layout.dims.pp * layout.microbatches
     counts = layout.dispatch
@@ -161,7 +161,7 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
     layer, step = counts.per_layer, counts.per_step
     calls = layer.forward_calls * passes + step.forward_calls * layout.microbatches
     ops = layer.backward_ops * passes + step.backward_ops * layout.microbatches
-    checkpointed = cal.host_s_per_checkpointed_layer.get(layout.activation_checkpointing, 0.0) * passes
+    checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * layer.forward_calls * passes
     return Host(cal.host_s_per_dispatch * calls, cal.host_s_per_dispatch * ops + checkpointed, cal.host_s_per_step)
 
 

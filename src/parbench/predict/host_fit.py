@@ -2,13 +2,13 @@
 step is the host's: its kernels finish long before the next is dispatched):
 
     host seconds = per step + per dispatch x (forward calls + backward ops)
-                   + per checkpointed layer x layers (the mode's: full, selective)
+                   + per replayed call x a checkpointed layer's forward calls (the mode's: full, selective)
 
 with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
-least squares; each checkpointed run then fixes its mode's cost per layer: the replayed forward and
-the checkpoint's own bookkeeping, measured at about 3.5 ms a layer on an H200, tiny or 1B-sized
-(docs/results/2026-11-26_host_gpu.md). A forward call and a backward op cost alike: a split fitted
+least squares; each checkpointed run then fixes its mode's cost per call of the forward a layer
+replays: the replay and the checkpoint's own bookkeeping, about 3.3 ms a Llama layer on an H200,
+tiny or 1B-sized, and a GPT-2 block (25 calls to Llama's 55) far less (docs/results/2026-11-26_host_gpu.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch."""
 
@@ -35,7 +35,7 @@ def measured_host(run: HostRun, cal: Calibration) -> float:
     beyond the device model."""
     if run.layout.cfg.hardware.device_type != "cpu":
         return run.host_dispatch_s or run.step_time_s
-    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_checkpointed_layer={},
+    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_call={},
                    host_s_per_layer=0.0, host_s_per_layer_compiled=0.0)
     return run.step_time_s - predict_step(run.layout, bare).step_time_s
 
@@ -45,8 +45,9 @@ def dispatches(layout: Layout) -> float:
     return host_seconds(layout, Calibration(host_s_per_dispatch=1.0)).total_s
 
 
-def checkpointed_layers(layout: Layout) -> float:
-    return layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+def replayed_calls(layout: Layout) -> float:
+    """The forward calls a checkpointed step replays: every layer's, per micro-batch."""
+    return layout.dispatch.per_layer.forward_calls * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
 
 
 def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float, float] | None:
@@ -65,12 +66,12 @@ def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration) -
                     "dispatch; kept the figures there were"] if eager else []
     per_step, per_dispatch = costs
     fitted: dict = {"host_s_per_step": per_step, "host_s_per_dispatch": per_dispatch}
-    ckpt = dict(cal.host_s_per_checkpointed_layer)
+    ckpt = dict(cal.host_s_per_replayed_call)
     for r in eager:
         if r.layout.activation_checkpointing != "none":
             beyond = measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)
-            ckpt[r.layout.activation_checkpointing] = max(0.0, beyond / checkpointed_layers(r.layout))
-    fitted["host_s_per_checkpointed_layer"] = ckpt
+            ckpt[r.layout.activation_checkpointing] = max(0.0, beyond / replayed_calls(r.layout))
+    fitted["host_s_per_replayed_call"] = ckpt
     deepest = max(plain, key=lambda r: r.layout.cfg.model.layers)  # one figure per layer, for a family without counts
     layer = deepest.layout.dispatch.per_layer if deepest.layout.dispatch else None
     fitted["host_s_per_layer"] = per_dispatch * (layer.forward_calls + layer.backward_ops) if layer else 0.0
