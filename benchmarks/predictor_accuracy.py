@@ -54,7 +54,7 @@ CASES = {
         # the Qwen3 full-checkpointing case's shape without checkpointing, and the 1B Llama at it:
         # which of family and checkpointing its error follows
         train("qwen3_1_7b", 2048, 2, False, "none"), train("llama3_2_1b", 2048, 2, False, "full"),
-        # added after the profiles were fitted (2026-11-26): modes and lengths on models that no
+        # added after the profiles were fitted (2026-11-25): modes and lengths on models that no
         # calibration run has
         train("gpt2_xl", 1024, 4, False, "full"), train("llama3_2_1b", 8192, 1, True, "selective"),
         train("qwen3_1_7b", 4096, 1, False, "selective"),

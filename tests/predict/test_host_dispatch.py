@@ -83,32 +83,33 @@ def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_
     assert not fitted and "do not fix a cost per step and per dispatch" in notes[0]
 
 
-def test_on_a_gpu_a_host_bound_forward_shows_even_where_the_whole_step_hides_the_host():
-    """1B Llama, seq 2048 x 2: its forward's device work is shorter than a slow forward dispatch,
-    while the whole step's dispatch is still shorter than the whole step's kernels."""
-    cal = replace(load_calibration(H100), host_s_per_dispatch=25e-6)
+def test_on_a_gpu_the_dispatch_counts_only_where_it_outlasts_the_kernels():
+    """1B Llama, seq 2048 x 2: at the H100's cost per dispatch its kernels hide the host; at ten
+    times that the step lasts at least its whole dispatch. A CPU adds all of it."""
     lay = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload.seq_len=2048",
                  "workload.batch_size=2")
-    p, host = predict_step(lay, cal), host_seconds(lay, cal)
-    assert host.total_s < p.compute.total_s and host.forward_s > p.compute.forward_s
-    assert p.host_s == pytest.approx(host.forward_s - p.compute.forward_s)
+    shipped = load_calibration(H100)
+    assert predict_step(lay, shipped).host_s == 0.0
+    slow = replace(shipped, host_s_per_dispatch=10 * shipped.host_s_per_dispatch)
+    p = predict_step(lay, slow)
+    assert p.host_s > 0 and p.step_time_s >= host_seconds(lay, slow).total_s and p.bottleneck == "host dispatch"
     cpu = layout("hardware=cpu")
-    assert predict_step(cpu, cal).host_s == pytest.approx(host_seconds(cpu, cal).total_s)  # a CPU: all of it
+    assert predict_step(cpu, slow).host_s == pytest.approx(host_seconds(cpu, slow).total_s)  # a CPU: all of it
 
 
 @pytest.mark.parametrize("change", [("model.layers=2", "model.layers=4"),
                                     ("workload.activation_checkpointing=none", "workload.activation_checkpointing=full")])
 def test_the_host_term_moves_the_tiny_models_step_in_the_measured_direction(change):
-    """The shipped H100 profile: the tiny model (all host on a GPU) measured 8.2 ms at 2 layers and
-    13.1 ms at 4; deeper and checkpointed steps dispatch more. The host costs are fitted by least
-    squares over five tiny runs (two depths, full checkpointing, GPT-2 and Qwen3 shapes) whose step
-    times spread 20-30 % from p10 to p90, so the two runs are met within 30 %, not exactly."""
+    """The shipped H100 profile: the tiny model (all host on a GPU) measured 9.6 ms at 2 layers and
+    14.3 ms at 4 (docs/results/2026-11-25_host_gpu31); deeper and checkpointed steps dispatch more. The
+    host costs are fitted by least squares over four tiny runs (two depths, GPT-2 and Qwen3 shapes)
+    whose step times spread 10-25 % from p10 to p90, so the two runs are met within 20 %, not exactly."""
     cal = load_calibration(H100)
     before, after = (predict_step(layout("hardware=h100_sxm", "hardware.gpus_per_node=1", c), cal).step_time_s
                      for c in change)
     assert after > before
     if change[0] == "model.layers=2":
-        assert (before, after) == pytest.approx((8.2e-3, 13.1e-3), rel=0.3)
+        assert (before, after) == pytest.approx((9.6e-3, 14.3e-3), rel=0.2)
 
 
 def test_a_measured_json_from_before_the_new_host_runs_fits_and_resumes_with_only_those(monkeypatch, tmp_path, capsys):
