@@ -8,7 +8,8 @@ with each run's calls and ops from its family's counts (models/dispatch_table.py
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
 least squares; each checkpointed run then fixes its mode's cost per call of the forward a layer
 replays: the replay and the checkpoint's own bookkeeping, about 3.3 ms a Llama layer on an H200,
-tiny or 1B-sized, and a GPT-2 block (25 calls to Llama's 55) far less (docs/results/2026-11-25_host_gpu31.md). A forward call and a backward op cost alike: a split fitted
+tiny or 1B-sized, and a GPT-2 block (25 calls to Llama's 55) far less
+(docs/results/2026-11-25_host_gpu31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch."""
 
@@ -46,8 +47,9 @@ def dispatches(layout: Layout) -> float:
 
 
 def replayed_calls(layout: Layout) -> float:
-    """The forward calls a checkpointed step replays: every layer's, per micro-batch."""
-    return layout.dispatch.per_layer.forward_calls * layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+    """The forward calls a checkpointed step replays, as the model counts them (costs.host_seconds)."""
+    unit = Calibration(host_s_per_dispatch=1.0, host_s_per_replayed_call={layout.activation_checkpointing: 1.0})
+    return host_seconds(layout, unit).total_s - dispatches(layout)
 
 
 def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float, float] | None:
