@@ -289,7 +289,10 @@ def test_latency_metrics_follow_vllm_definitions():
     request = RequestTiming.from_token_times([0.5, 0.6, 0.8, 0.9])
     assert request.ttft == 0.5 and request.e2e == 0.9
     assert request.tpot == pytest.approx((0.9 - 0.5) / 3)
-    metrics = latency_metrics([BatchTiming([request, request], 1.0)], output_len=4, confidence=0.95)
+    metrics = latency_metrics([BatchTiming([request, request], 1.0, prefill_dispatch_s=0.3)], output_len=4,
+                              confidence=0.95)
+    assert metrics["prefill_dispatch_s"] == 0.3 and "prefill_dispatch_s" not in latency_metrics(
+        [BatchTiming([request], 1.0)], output_len=4, confidence=0.95)
     assert metrics["itl_s_p50"] == pytest.approx(0.1) and metrics["itl_s_mean"] == pytest.approx(0.4 / 3)
     assert metrics["requests_per_s"] == pytest.approx(2.0) and metrics["output_tokens_per_s"] == pytest.approx(8.0)
 
@@ -343,6 +346,7 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     for metric in ("ttft_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p90", "output_tokens_per_s", "mem_kv_cache_gb",
                    "model_build_s"):
         assert (children[f"metrics.{metric}"] > 0).all(), metric
+    assert (children["metrics.prefill_dispatch_s_p50"] <= children["metrics.ttft_s_p50"]).all()  # queued, not waited for
     assert (children["tags.mbu"].str.startswith("n/a")).all()  # CPU: no HBM bandwidth to divide by
     assert (children["tags.decode_mode"] == "compile").all() and (children["metrics.prefill_mfu"] > 0).all()
     assert children.loc["tp", "metrics.decode_op_pct_all_reduce"] > 0

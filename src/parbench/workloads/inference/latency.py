@@ -4,6 +4,8 @@
     TPOT  = (E2E - TTFT) / (output_len - 1)            (per request)
     ITL   = time between consecutive output tokens     (every gap of every request)
     E2E   = last token time - request start
+    prefill_dispatch_s = the host's time to queue the prefill, no synchronise (native engine);
+          as long as TTFT: the prefill is host-bound
     output_tokens_per_s = output tokens of all measured requests / their total time
     requests_per_s      = measured requests / their total time
     MBU   = (weight bytes + KV bytes read per decode step) / TPOT / (peak HBM bandwidth x devices)
@@ -58,6 +60,7 @@ class BatchTiming:
 
     requests: list[RequestTiming]
     wall_s: float
+    prefill_dispatch_s: float | None = None  # the host's time to queue the prefill (native engine)
 
 
 def latency_metrics(batches: list[BatchTiming], output_len: int, confidence: float) -> dict[str, float]:
@@ -71,6 +74,7 @@ def latency_metrics(batches: list[BatchTiming], output_len: int, confidence: flo
         **distribution([r.tpot for r in requests if r.tpot is not None], "tpot_s"),
         **distribution([gap for r in requests for gap in r.itls], "itl_s"),
         **distribution([r.e2e for r in requests], "e2e_s"),
+        **distribution([b.prefill_dispatch_s for b in batches if b.prefill_dispatch_s is not None], "prefill_dispatch_s"),
         "requests_per_s": len(requests) / total_time,
         "output_tokens_per_s": len(requests) * output_len / total_time,
         "requests_measured": float(len(requests)),

@@ -75,12 +75,14 @@ def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, o
     A token's time is when it reaches the host. Decode step i+1 is queued before waiting for step
     i's tokens (its input is already on the device), as vLLM's and SGLang's overlapped schedulers
     do, so the device does not idle while the host receives tokens and launches the next step; the
-    first token is waited for before any decode step is queued, so TTFT is the prefill's alone."""
+    first token is waited for before any decode step is queued, so TTFT is the prefill's alone.
+    The batch also keeps the host's time to queue the prefill (its dispatch)."""
     cache.reset()
     host = HostTokens(output_len, prompts.shape[0], device)
     device_synchronize(device)
     start = time.perf_counter()
     tokens = decoder.step(prompts, cache, greedy)
+    dispatch_s = time.perf_counter() - start
     times = []
     for i in range(output_len):
         host.copy(i, tokens)
@@ -93,7 +95,7 @@ def generate(decoder: PipelinedDecoder, cache: KVCache, prompts: torch.Tensor, o
             host.wait(i)
             times.append(time.perf_counter() - start)
     timing = RequestTiming.from_token_times(times)
-    return BatchTiming([timing] * prompts.shape[0], times[-1]), host.tokens.t().clone()
+    return BatchTiming([timing] * prompts.shape[0], times[-1], dispatch_s), host.tokens.t().clone()
 
 
 @torch.no_grad()
