@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | ttft31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -401,29 +401,33 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("*/*/results.json")):
 PY
     find "$W/tiny_profiled" -name steps.csv -exec cat {} \; > "$W/tiny_profiled_steps.txt"
     ;;
-  ttft31)  # 1 GPU (issue 31): where a prefill's time goes. The native engine (compiled decode, the default) at
-    # the same 512 prompt tokens split 1x512 and 4x128, and at 128 to 16384 tokens, with each run's prefill_dispatch_s
-    # (the host's time to queue it) beside its TTFT; eager for contrast; decode at 1x and 2x the FFN width (per-layer
-    # bytes apart from the per-layer launch cost); GPT-2 XL and Qwen3 at the accuracy cases' shapes, 10 batches
-    U=(hardware.gpus_per_node=1 parallel=dp workload=inference workload.repeats=10 workload.profile=false model=llama3_2_1b)
-    sweep prefill "${U[@]}" workload.output_len=8 workload.batch_size=1,4 workload.input_len=128,512,2048
-    sweep prefill_large "${U[@]}" workload.output_len=8 workload.batch_size=8,32 workload.input_len=512
-    sweep prefill_eager "${U[@]}" workload.output_len=8 workload.batch_size=1,4 workload.input_len=512 workload.decode_mode=eager
-    sweep prefill_depth "${U[@]}" workload.output_len=8 workload.batch_size=1 workload.input_len=512 model.layers=4,8
-    sweep decode_width "${U[@]}" workload.batch_size=4 workload.input_len=128 workload.output_len=64 model.layers=8 \
-      model.ffn=8192,16384
-    sweep families "${U[@]}" workload.input_len=512 workload.output_len=64 model=gpt2_xl,qwen3_1_7b workload.batch_size=1,4
-    python - "$W" <<'PY' | tee "$W/ttft31.txt"
+  prefill31)  # 1 GPU (issue 31), one call: the prefill replayed as a CUDA graph. Its GPU tests; Llama 1B at batch 1 and
+    # GPT-2 XL at batch 4 with workload.prefill_graph on and off (TTFT beside prefill_dispatch_s and the prediction,
+    # tokens verified against the cache-free reference); then the accuracy benchmark's inference cases, each appended
+    # to $OUT/accuracy_infer_<hw>.jsonl as it ends, and their table with the shipped profile. `prefill31 h200` for the H200.
+    HW=${1:-h100_sxm}; END=$((SECONDS + ${BUDGET_S:-540}))
+    python -m pytest -q -p no:cacheprovider tests/workloads/test_inference.py -k graph 2>&1 | tail -4 | tee "$W/tests.txt"
+    U=(hardware=$HW hardware.gpus_per_node=1 parallel=dp workload=inference workload.profile=false workload.output_len=64
+       workload.repeats=5 workload.verify=true workload.input_len=512 workload.prefill_graph=true,false)
+    sweep ab_llama "${U[@]}" model=llama3_2_1b workload.batch_size=1
+    sweep ab_gpt2 "${U[@]}" model=gpt2_xl workload.batch_size=4
+    python - "$W" <<'PY' | tee "$W/prefill31.txt"
 import json, pathlib, sys
-for f in sorted(pathlib.Path(sys.argv[1]).glob("*/*/results.json")):
+for f in sorted(pathlib.Path(sys.argv[1]).glob("ab_*/*/results.json")):
     m = json.loads(f.read_text())["metrics"]
     o = f.parent / ".hydra" / "overrides.yaml"
-    keys = ("model=", "batch_size", "input_len", "layers", "ffn", "decode_mode")
-    what = " ".join(x.strip("- ").split(".")[-1] for x in o.read_text().splitlines() if any(k in x for k in keys)) if o.exists() else ""
+    what = " ".join(x.strip("- ").split(".")[-1] for x in o.read_text().splitlines() if "model=" in x or "prefill_graph" in x)
     ms = lambda k: 1e3 * m.get(k, float("nan"))
-    print(f"{f.parent.parent.name:14s} {what:52s} TTFT {ms('ttft_s'):7.2f} (ci {ms('ttft_s_ci_low'):7.2f}-{ms('ttft_s_ci_high'):7.2f}) "
-          f"dispatch {ms('prefill_dispatch_s'):7.2f} pred {ms('predicted_ttft_s'):7.2f} | TPOT {ms('tpot_s'):6.3f} pred {ms('predicted_tpot_s'):6.3f} ms")
+    print(f"{what:40s} TTFT {ms('ttft_s'):7.2f} (ci {ms('ttft_s_ci_low'):7.2f}-{ms('ttft_s_ci_high'):7.2f}) dispatch "
+          f"{ms('prefill_dispatch_s'):7.2f} pred {ms('predicted_ttft_s'):7.2f} | TPOT {ms('tpot_s'):6.3f} pred "
+          f"{ms('predicted_tpot_s'):6.3f} ms | mismatched tokens {m.get('decode_mismatched_tokens')} | peak "
+          f"{m.get('mem_peak_allocated_gb', float('nan')):.2f} GB")
 PY
+    pack
+    JSONL=${OUT:-$W}/accuracy_infer_$HW.jsonl
+    python benchmarks/predictor_accuracy.py measure --jsonl "$JSONL" --cases infer --budget-s $((END - SECONDS)) hardware=$HW
+    python benchmarks/predictor_accuracy.py table --jsonl "$JSONL" --calibration conf/calibrations/$HW.yaml \
+      --out "$W/accuracy_infer_$HW.md"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

@@ -33,8 +33,7 @@ from parbench.predict.inference import predict_inference
 
 ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp"]
 TRAIN = [*ONE_GPU, "workload=train", "workload.steps=8", "workload.warmup_steps=3", "profile.enabled=false"]
-INFER = [*ONE_GPU, "workload=inference", "workload.input_len=512", "workload.output_len=64", "workload.repeats=3",
-         "workload.profile=false"]
+INFER = [*ONE_GPU, "workload=inference", "workload.output_len=64", "workload.repeats=3", "workload.profile=false"]
 RANK = ["model=llama3_2_1b", "workload.seq_len=4096", "workload.batch_size=2"]  # one model and batch, four layouts
 
 
@@ -59,12 +58,17 @@ CASES = {
         train("gpt2_xl", 1024, 4, False, "full"), train("llama3_2_1b", 8192, 1, True, "selective"),
         train("qwen3_1_7b", 4096, 1, False, "selective"),
     ],
-    "infer": [[*INFER, f"model={m}", f"workload.batch_size={b}"]
-              for m, b in (("llama3_2_1b", 1), ("llama3_2_1b", 32), ("qwen3_1_7b", 8), ("gpt2_xl", 4))],
+    "infer": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+              for m, b, n in (("llama3_2_1b", 1, 512), ("llama3_2_1b", 32, 512), ("qwen3_1_7b", 8, 512), ("gpt2_xl", 4, 512),
+                              # added with the prefill graph (2026-11-26): other lengths and batches, and the
+                              # graph's largest prefill (8192 tokens)
+                              ("llama3_2_1b", 4, 2048), ("qwen3_1_7b", 1, 1024), ("gpt2_xl", 1, 512),
+                              ("llama3_2_1b", 16, 512))],
 }
 # The order they run in: a call that runs out of time has measured a spread of them.
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
-         "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14")
+         "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
+         "infer:4", "infer:5", "infer:6", "infer:7")
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:

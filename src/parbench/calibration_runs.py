@@ -61,9 +61,11 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],
             "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),
         **train_runs(s),
-        # The native engine at two depths: the host's share of prefill and of each decode step.
+        # The native engine at two depths: the host's share of prefill and of each decode step (the
+        # prefill launched op by op: a replayed graph's TTFT would show its kernels, not its dispatch).
         **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
-                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false"]
+                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false",
+                                      "workload.prefill_graph=false"]
            for layers in s["infer_layers"]},
         # and at a large batch and a long prompt: how fast a decode step reads its KV cache
         INFER_KV_RUN: ["workload=inference", *s["model"], *s["depth"], *s["kv_cache"], "workload.repeats=5",

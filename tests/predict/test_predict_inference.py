@@ -67,6 +67,26 @@ def test_a_static_decode_step_reads_its_whole_cache_buffer():
     assert static.tpot_s - eager.tpot_s == pytest.approx(4 * kv_per_position / 10e9)
 
 
+def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_one_launch_not_its_dispatch():
+    """On a GPU, compile decode replays prefills of up to 8192 tokens as graphs: the prefill's dispatch
+    (here far above its device work) gives way to a decode step's launch; past 8192 tokens, or with
+    workload.prefill_graph=false, the prefill waits on its dispatch again."""
+    host = replace(CAL, matmul_tflops=1000.0, membw_gbps=3000.0, prefill_host_s={"per_step": 1.0, "per_layer": 0.0}, decode_host_s={"per_step": 1e-4})
+
+    def gpu(*overrides: str):
+        cfg = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload=inference", "model=llama3_2_1b",
+                      "workload.decode_mode=compile", "workload.output_len=8", *overrides)
+        return predict_inference(cfg, validate(cfg, None), host).prefill
+
+    graphed = gpu("workload.batch_size=1", "workload.input_len=512")
+    assert graphed.seconds == pytest.approx(graphed.device_s + 1e-4) and graphed.device_s < 0.1
+    launched = gpu("workload.batch_size=1", "workload.input_len=512", "workload.prefill_graph=false")
+    assert launched.seconds == pytest.approx(1.0) and launched.bottleneck == "host dispatch"
+    assert gpu("workload.batch_size=16", "workload.input_len=1024").seconds == pytest.approx(1.0)  # 16384 tokens
+    eager = gpu("workload.batch_size=1", "workload.input_len=512", "workload.decode_mode=eager")
+    assert eager.seconds == pytest.approx(1.0)
+
+
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():
     cfg, p = prediction("parallel=tp")
     m = cfg.model

@@ -120,6 +120,47 @@ def test_decode_graph_replays_the_op_by_op_decode():
         graph.release()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on the GPU machine)")
+def test_prefill_graph_replays_the_launched_prefill_for_new_prompts_and_recaptures_a_new_shape():
+    from parbench.workloads.inference.prefill_graph import PrefillGraph
+
+    torch.manual_seed(0)
+    model = build_model(TINY, "cuda").eval()
+
+    def compute(x, cache, sample, positions=None):
+        return sample(model(x, positions=positions, cache=cache)[:, -1])
+
+    def prefill(run, prompts: torch.Tensor, cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+        cache.reset()
+        tokens = run(prompts, cache, greedy_argmax).clone()
+        layer = cache.layer("0")
+        return tokens, layer.k[:, :, :cache.length].clone()
+
+    graph, caches, captured = PrefillGraph(compute), {}, []
+    with torch.no_grad():
+        for shape in ((2, 8), (2, 8), (3, 5)):  # the second replays the first's graph, the third recaptures
+            prompts = torch.randint(0, TINY.vocab, shape, device="cuda")
+            cache = caches.setdefault(shape, KVCache(list(model.layers.keys()), max_len=16))
+            reference = KVCache(list(model.layers.keys()), max_len=16)
+            got, want = prefill(graph, prompts, cache), prefill(compute, prompts, reference)
+            captured.append(graph.graph)
+            assert cache.length == shape[1] and torch.equal(got[0], want[0])
+            torch.testing.assert_close(got[1], want[1])
+            x = got[0][:, None]  # the next decode step sees the cache the replay wrote
+            assert torch.equal(compute(x, cache, greedy_argmax), compute(x, reference, greedy_argmax))
+    assert captured[0] is captured[1] and captured[2] is not captured[1]
+    assert PrefillGraph.covers(prompts, KVCache(["0"], 16)) and not PrefillGraph.covers(prompts, cache)
+    graph.release()
+
+
+def test_prefills_are_cuda_graphs_where_decode_steps_are_unless_turned_off():
+    from parbench.workloads.inference.decode_step import decode_options
+
+    assert decode_options("compile", "cuda").prefill_graph and decode_options("graph", "cuda").prefill_graph
+    assert not decode_options("compile", "cpu").prefill_graph and not decode_options("eager", "cuda").prefill_graph
+    assert not decode_options("compile", "cuda", prefill_graph=False).prefill_graph
+
+
 def test_decode_graph_refuses_a_replay_it_was_not_captured_for():
     """The checks before a replay (the capture itself needs a GPU)."""
     from parbench.workloads.inference.decode_step import StaticDecodeStep

@@ -6,7 +6,7 @@ A batch's forward passes the pipeline's stages one after the other, so its time 
 the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(prefill FLOPs / tp / rate + (weights + element-wise traffic) / tp / bandwidth, prefill dispatch)
-           + tp all-reduces + pp sends
+           + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch adds, as a decode step's)
     TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache x read factor) / tp / bandwidth) + decode step's host time
            + tp all-reduces + pp sends
     E2E  = TTFT + (output_len - 1) x TPOT
@@ -30,7 +30,7 @@ from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.costs import elementwise_per_token, typical_gemm_flops
-from parbench.workloads.specs.inference import resolved_decode_mode
+from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
 
@@ -157,15 +157,17 @@ def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration)
 
 def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     """The prompts' forward: their FLOPs, plus one read of the weights and the element-wise
-    traffic, plus its collectives."""
+    traffic, plus its collectives; and the host's part: a replayed graph's launch and token copy,
+    as a decode step's, or the dispatch of a prefill launched op by op."""
     w = layout.cfg.workload
     tokens = w.batch_size * w.input_len
     flops = prefill_flops(layout.cfg.model, counts, w.batch_size, w.input_len)
     weights, _ = decode_bytes_per_step(layout.cfg.model, counts, w, layout.dtype_bytes)
     memory = read_seconds(layout, weights, cal) + prefill_elementwise_seconds(layout, tokens, cal)
-    return Forward(compute_seconds(layout, flops, tokens, cal), memory,
-                   comm_seconds(layout, tokens, cal), roofline=False, host_s=host_seconds(layout, "prefill", cal),
-                   host_hidden=layout.cfg.hardware.device_type != "cpu")
+    graphed = prefill_graphed(layout.cfg)
+    host = layout.dims.pp * cal.inference_host("decode", 0) if graphed else host_seconds(layout, "prefill", cal)
+    return Forward(compute_seconds(layout, flops, tokens, cal), memory, comm_seconds(layout, tokens, cal),
+                   roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 
 
 def static_cache_share(layout: Layout) -> float:

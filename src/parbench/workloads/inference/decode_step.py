@@ -38,20 +38,22 @@ class DecodeOptions:
     static_shapes: bool = False  # one-token steps through the static-shape path (implied by the two below)
     compile: bool = False  # torch.compile of the transformer blocks (decode steps and prefill): compile_blocks
     graph: bool = False  # the static-shape step replayed as a CUDA graph
+    prefill_graph: bool = False  # prefills of up to prefill_graph.MAX_TOKENS replayed as CUDA graphs too
 
     @property
     def static(self) -> bool:
         return self.static_shapes or self.compile or self.graph
 
 
-def decode_options(mode: str, device_type: str) -> DecodeOptions:
+def decode_options(mode: str, device_type: str, prefill_graph: bool = True) -> DecodeOptions:
     """The options of a resolved workload.decode_mode (not auto) on `device_type`. `compile` replays
     its compiled step as a CUDA graph where there is one (compiling with mode="reduce-overhead"
-    would not: inductor's graph trees skip steps that write into inputs, and the KV cache is one)."""
+    would not: inductor's graph trees skip steps that write into inputs, and the KV cache is one).
+    Where decode steps are graphs, so are prefills, unless `prefill_graph` is off."""
     on_cuda = device_type == "cuda"
     return {"eager": DecodeOptions(),
-            "graph": DecodeOptions(fuse=True, graph=True),
-            "compile": DecodeOptions(fuse=True, compile=True, graph=on_cuda)}[mode]
+            "graph": DecodeOptions(fuse=True, graph=True, prefill_graph=prefill_graph),
+            "compile": DecodeOptions(fuse=True, compile=True, graph=on_cuda, prefill_graph=on_cuda and prefill_graph)}[mode]
 
 
 def compile_blocks(blocks: Iterable[nn.Module], on: bool = True, backend: str = "inductor") -> None:
@@ -167,18 +169,25 @@ class StaticDecodeStep:
             self.graph = self.cache = self.input = self.output = self.position = None
 
     def capture(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> None:
-        """Warm up on a side stream (lazy initialisations and compilation must not be captured),
-        then capture. The warm-up writes this step's k/v at its position; the first replay
-        writes them again."""
+        """Capture after a warm-up (capture_graph). The warm-up writes this step's k/v at its
+        position; the first replay writes them again."""
         self.input = x.clone()
         self.position = torch.tensor([cache.length], device=x.device)
         with static_position(cache, self.position):
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                self.compute(self.input, cache, sample, positions=self.position)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self.output = self.compute(self.input, cache, sample, positions=self.position)
-        self.graph, self.cache = graph, cache
+            self.graph, self.output = capture_graph(
+                lambda: self.compute(self.input, cache, sample, positions=self.position))
+        self.cache = cache
+
+
+def capture_graph(run: Callable[[], torch.Tensor]) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """`run` once on a side stream (lazy initialisations and compilation must not be captured),
+    then captured as a CUDA graph; the graph and the output tensor its replays write."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        output = run()
+    return graph, output

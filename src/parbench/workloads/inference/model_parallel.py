@@ -30,6 +30,7 @@ from parbench.models.moe import MoE
 from parbench.distenv import DistEnv
 from parbench.parallel.materialize import materialize_like_unsharded
 from parbench.workloads.inference.decode_step import DecodeOptions, StaticDecodeStep, compile_blocks, mark_lengths_dynamic
+from parbench.workloads.inference.prefill_graph import PrefillGraph
 
 
 class VocabParallelEmbedding(nn.Embedding):
@@ -182,12 +183,14 @@ class PipelinedDecoder:
         self.stage, self.stages = pp.get_local_rank(), env.dims.pp
         self.ranks = [dist.get_global_rank(self.group, i) for i in range(self.stages)]
         self.static: StaticDecodeStep | None = None
+        self.prefill: PrefillGraph | None = None
         self.compiling = False
         self.use(options)
 
     def step(self, tokens: torch.Tensor, cache: KVCache | None, sample) -> torch.Tensor:
         """tokens [batch, seq] (the same on every rank) -> next tokens [batch] on every rank:
-        a one-token step after the prefill through the static path when options ask for it."""
+        a one-token step after the prefill through the static path, and a prefill as a CUDA graph,
+        when options ask for them."""
         batch, seq = tokens.shape
         hidden_shape = (batch, seq, self.hidden)  # what every stage but the last sends on
         if self.stage == 0:
@@ -200,7 +203,8 @@ class PipelinedDecoder:
         else:
             if self.compiling and cache is not None:
                 mark_lengths_dynamic(cache)
-            out = self.compute(x, cache, sample)
+            graphed = self.prefill is not None and PrefillGraph.covers(x, cache)
+            out = (self.prefill if graphed else self.compute)(x, cache, sample)
         if self.stage < self.stages - 1:
             self.check_sent(out, hidden_shape)
             dist.send(out.contiguous(), dst=self.ranks[self.stage + 1], group=self.group)
@@ -235,6 +239,7 @@ class PipelinedDecoder:
         model's part: fuse_projections)."""
         self.release_graph()
         self.static = StaticDecodeStep(self.compute, options.graph) if options.static else None
+        self.prefill = PrefillGraph(self.compute) if options.prefill_graph else None
         self.compile(options.compile)
 
     def compile(self, on: bool) -> None:
@@ -243,20 +248,21 @@ class PipelinedDecoder:
         self.compiling = on
 
     def release_graph(self) -> None:
-        """Free the decode graph, if one was captured (before the process group is destroyed)."""
-        if self.static is not None:
-            self.static.release()
+        """Free the decode and prefill graphs, if captured (before the process group is destroyed)."""
+        for graphs in (self.static, self.prefill):
+            if graphs is not None:
+                graphs.release()
 
     @contextmanager
     def launching_op_by_op(self) -> Iterator[None]:
         """Prefill and decode eagerly (no compiled code, no CUDA graph) inside the block."""
-        static, compiling = self.static, self.compiling
-        self.static = None
+        static, prefill, compiling = self.static, self.prefill, self.compiling
+        self.static = self.prefill = None
         self.compile(False)
         try:
             yield
         finally:
-            self.static = static
+            self.static, self.prefill = static, prefill
             self.compile(compiling)
 
     def check_sent(self, h: torch.Tensor, shape: tuple[int, ...]) -> None:

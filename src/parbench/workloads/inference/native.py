@@ -117,10 +117,11 @@ def run_native(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
     mode = resolved_decode_mode(cfg)
-    options = decode_options(mode, env.device.type)
+    options = decode_options(mode, env.device.type, w.prefill_graph)
+    prefill = " (prefills too)" if options.prefill_graph else ""
     progress(env.rank, f"building {cfg.model.name} in {w.dtype} (tp={env.dims.tp}, pp={env.dims.pp}): "
                        f"sharded on meta, materialised layer by layer on {env.device}; decode_mode={mode}: "
-                       f"{MODE_TEXT[mode]}")
+                       f"{MODE_TEXT[mode]}{prefill}")
     start = time.perf_counter()
     model = build_shard(cfg.model, cfg.seed, env, dtype)
     decoder = PipelinedDecoder(fuse_projections(model) if options.fuse else model, env, dtype, options)

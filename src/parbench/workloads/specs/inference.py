@@ -21,6 +21,7 @@ SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_
                    "predicted_ttft_s", "predicted_ttft_error_pct", "predicted_tpot_s", "predicted_tpot_error_pct")
 # workload.decode_mode values (docs/inference.md, "Decode speed"); decode_step.decode_options maps them.
 DECODE_MODES = ("auto", "eager", "graph", "compile")
+PREFILL_GRAPH_MAX_TOKENS = 8192  # vLLM's default token budget of a scheduled batch (max_num_batched_tokens)
 
 
 @dataclass
@@ -53,6 +54,9 @@ class InferenceWorkload:
     verify: bool = False  # native: decode the first measured batch again without the KV cache, count mismatches
     # native: auto (compile on CUDA where it can run, else eager) | eager | graph | compile
     decode_mode: str = "auto"
+    # native, where decode steps are CUDA graphs (decode_mode graph, or compile on CUDA): prefills of up to
+    # 8192 tokens replayed as CUDA graphs too (workloads/inference/prefill_graph.py); false: launched op by op
+    prefill_graph: bool = True
     vllm: VllmOptions = field(default_factory=VllmOptions)
 
 
@@ -120,6 +124,13 @@ def resolved_decode_mode(cfg: Config) -> str:
         return mode
     fast = cfg.hardware.device_type == "cuda" and decode_mode_blocker("compile", cfg) is None
     return "compile" if fast else "eager"
+
+
+def prefill_graphed(cfg: Config) -> bool:
+    """Whether the native engine replays this run's prefills as a CUDA graph (prefill_graph.py)."""
+    w = cfg.workload
+    return (w.engine == "native" and w.prefill_graph and cfg.hardware.device_type == "cuda"
+            and resolved_decode_mode(cfg) in ("graph", "compile") and w.batch_size * w.input_len <= PREFILL_GRAPH_MAX_TOKENS)
 
 
 def validate_native(cfg: Config) -> None:
