@@ -351,10 +351,11 @@ PY
     # Qwen3 full-checkpointing step (DIAG=1: its op shares), then the accuracy cases the recorded
     # accuracy_<hw>.jsonl does not hold yet or holds unsteady (p90/p10 step times > 1.15), each appended to
     # $OUT/accuracy_<hw>.jsonl as it ends, until the budget. `calib31 h200` for the H200.
-    # Carry an earlier call's jsonl back as ACC_FROM=<file>; REDO="run ..." measures those calibration runs again.
+    # Carry an earlier call's jsonl back as ACC_FROM=<file> (none: start empty); REDO="run ..." measures those
+    # calibration runs again; REC=<results dir> resumes from another recorded ledger; CASES=infer measures those only.
     HW=${1:-h100_sxm}; END=$((SECONDS + ${BUDGET_S:-530}))
     CAL=(hardware=$HW tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1)
-    REC=docs/results/2026-11-25_calibration_gpu WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
+    REC=${REC:-docs/results/2026-11-25_calibration_gpu} WORK=outputs/calibrate/${HW}_calib31 JSONL=${OUT:-$W}/accuracy_$HW.jsonl
     mkdir -p "$WORK"; rm -f "$W/$HW.yaml"
     [ -e "$REC/measured_$HW.json" ] && [ ! -e "$WORK/measured.json" ] && cp "$REC/measured_$HW.json" "$WORK/measured.json"
     [ -n "${REDO:-}" ] && python -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); [d.pop(k, None) for k in sys.argv[2:]]; json.dump(d, open(p, 'w'), indent=1)" "$WORK/measured.json" $REDO
@@ -368,7 +369,7 @@ PY
       workload.seq_len=2048 workload.batch_size=2 workload.activation_checkpointing=full workload.steps=4 \
       workload.warmup_steps=2 profile.enabled=true hydra.run.dir="$W/diag_qwen3" 2>&1 | grep -v "\] step" | tail -40 \
       > "$W/diag_qwen3.log"
-    python benchmarks/predictor_accuracy.py measure --jsonl "$JSONL" --budget-s $((END - SECONDS)) hardware=$HW
+    python benchmarks/predictor_accuracy.py measure --jsonl "$JSONL" --cases "${CASES:-train,infer}" --budget-s $((END - SECONDS)) hardware=$HW
     python benchmarks/predictor_accuracy.py table --jsonl "$JSONL" --calibration "$W/$HW.yaml" --out "$W/accuracy_$HW.md"
     ;;
   host31)  # 1 GPU (issue 31): where an eager step's host dispatch goes. The calibration's tiny host runs again (60
