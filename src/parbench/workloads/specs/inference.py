@@ -18,7 +18,7 @@ from parbench.workloads.specs.vllm_engine import validate_vllm
 SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
                    "output_tokens_per_s", "requests_per_s", "mbu", "prefill_comm_pct", "decode_comm_pct",
                    "energy_j", "tokens_per_joule", "cpu_util_pct", "mem_weights_gb", "mem_kv_cache_gb",
-                   "predicted_ttft_s", "predicted_ttft_error_pct", "predicted_tpot_s", "predicted_tpot_error_pct")
+                   "decode_mismatched_tokens", "predicted_ttft_s", "predicted_ttft_error_pct", "predicted_tpot_s", "predicted_tpot_error_pct")
 # workload.decode_mode values (docs/inference.md, "Decode speed"); decode_step.decode_options maps them.
 DECODE_MODES = ("auto", "eager", "graph", "compile")
 PREFILL_GRAPH_MAX_TOKENS = 8192  # vLLM's default token budget of a scheduled batch (max_num_batched_tokens)
