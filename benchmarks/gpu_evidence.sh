@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -429,6 +429,23 @@ PY
     python benchmarks/predictor_accuracy.py measure --jsonl "$JSONL" --cases infer --budget-s $((END - SECONDS)) hardware=$HW
     python benchmarks/predictor_accuracy.py table --jsonl "$JSONL" --calibration conf/calibrations/$HW.yaml \
       --out "$W/accuracy_infer_$HW.md"
+    ;;
+  gpt2host31)  # 1 GPU (issue 31): does a GPT-2 block's host dispatch grow with its size? GPT-2 XL's measured host time
+    # (107.6 ms at seq 128, 2026-11-25) is 1.6x what the tiny GPT-2 blocks' fit gives. Host-bound steps (seq 128, batch 1)
+    # at 12/24/48 full-size layers, and 24 layers at hidden 64/400/1600; each run's host_dispatch_s into gpt2host31.txt
+    U=(hardware.gpus_per_node=1 parallel=dp workload=train model=gpt2_xl workload.seq_len=128 workload.batch_size=1
+       workload.steps=20 profile.enabled=false)
+    sweep depth "${U[@]}" model.layers=12,24,48
+    sweep width "${U[@]}" model.layers=24 model.hidden=64,400 model.heads=4 model.kv_heads=4 model.ffn=256
+    python - "$W" <<'PY' | tee "$W/gpt2host31.txt"
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*/*/results.json")):
+    m = json.loads(f.read_text())["metrics"]
+    o = f.parent / ".hydra" / "overrides.yaml"
+    what = " ".join(x.strip("- ").split(".")[-1] for x in o.read_text().splitlines() if "model." in x)
+    print(f"{what:50s} step {1e3 * m['step_time_s']:7.2f} ms  host_dispatch {1e3 * m.get('host_dispatch_s', float('nan')):7.2f} ms  "
+          f"predicted {1e3 * m.get('predicted_step_time_s', float('nan')):7.2f} ms")
+PY
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac
