@@ -30,7 +30,7 @@ from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibrati
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
 from parbench.predict.microbench_fits import fit_links, matmul_figures
-from parbench.calibration_runs import EAGER_HOST_RUNS, HOST_RUNS, INFER_KV_RUN, benchmark_layout, benchmarks
+from parbench.calibration_runs import EAGER_HOST_RUNS, INFER_KV_RUN, benchmark_layout, benchmarks
 
 FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
@@ -105,7 +105,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     compiled = host_run(overrides, "host_compiled", results["host_compiled"]) if "host_compiled" in results else None
     for _ in range(FIT_ROUNDS):
         host, host_notes = fit_host(eager, compiled, cal)
-        cal, learned = learn(replace(cal, **host), runs, HOST_RUNS[0])
+        cal, learned = learn(replace(cal, **host), runs)
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
     kv_cache = infer.pop(INFER_KV_RUN, None)
@@ -121,7 +121,7 @@ def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:
 def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
     """The training runs the model's terms are fitted to (predict/learn.py)."""
     return {name: Run(benchmark_layout(overrides, name), m["step_time_s"], m["mem_peak_allocated_gb"])
-            for name, m in results.items() if name.startswith(("eager_", "compiled_")) or name == HOST_RUNS[0]}
+            for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 
 def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:

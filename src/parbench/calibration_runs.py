@@ -12,11 +12,11 @@ from parbench.prepare import validate
 
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]", "membw_end": "64M",
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
-             "host_layers": (2, 4),
              "infer": ["workload.input_len=32", "workload.output_len=8"],
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
 INFER_KV_RUN = "infer_kv_cache"
-HOST_RUNS = ("host_shallow", "host_deep")  # the tiny model at the sizes' two host_layers
+HOST_LAYERS = (2, 4)
+HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false", "parallel=dp"]
 # The host runs beyond the tiny Llama at two depths: the same checkpointed in each mode, and
 # GPT-2- and Qwen3-shaped blocks at the tiny model's size.
@@ -31,10 +31,7 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
-             "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
-             # At the depths of the models a user runs: a GPU host's cost per dispatch grows with depth (GPT-2 XL's
-             # blocks: 2.0 ms a layer from 12 to 48 layers, 1.4 ms from a 4-layer tiny model's, 2026-11-26).
-             "host_layers": (8, 32)}
+             "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"]}
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
@@ -76,13 +73,13 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
         **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]
-           for name, layers in zip(HOST_RUNS, s["host_layers"])},
+           for name, layers in zip(HOST_RUNS, HOST_LAYERS)},
         # and the deeper one compiled: a compiled block's dispatch per layer
-        "host_compiled": ["workload=train", "model=tiny", f"model.layers={s['host_layers'][-1]}", *HOST_RUN,
+        "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
                           "workload.compile=true"],
         # the deeper one checkpointed (what a checkpointed layer adds), and blocks of other op mixes
         # (predict/host_fit.py)
-        **{name: ["workload=train", *model, f"model.layers={s['host_layers'][-1]}", *HOST_RUN, *extra]
+        **{name: ["workload=train", *model, f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN, *extra]
            for name, (model, extra) in HOST_SHAPES.items()},
     }
 

@@ -5,7 +5,7 @@ an order where each run adds one unknown to what the earlier ones fixed:
     eager_none       the rest of an eager step beyond GEMMs, attention, optimizer -> eager element-wise factor
     compiled_none    the same for a compiled step -> compiled element-wise factor
     <mode>_full/selective   the step beyond the mode's none run -> share of the forward it recomputes
-    host_<n>_layers  the shallower tiny model's peak beyond its tensors -> the runtime's memory overhead
+    host_2_layers    a tiny model's peak beyond its tensors -> the runtime's memory overhead
     eager/compiled_full     peak beyond the states, the (small) saved block inputs -> bytes per logit
     <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
     infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
@@ -108,9 +108,8 @@ class Learner:
                      long_.step_time_s - short.step_time_s, seconds_per_attention_tflop)
 
 
-def learn(cal: Calibration, runs: dict[str, Run], overhead_run: str) -> tuple[Calibration, list[str]]:
-    """The calibration with every term the runs measure fitted (the runtime's memory overhead from
-    the run named `overhead_run`); notes on the terms kept."""
+def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
+    """The calibration with every term the runs measure fitted; notes on the terms kept."""
     lr = Learner(cal, runs)
     lr.attention()
     for mode in ("eager", "compiled"):
@@ -118,7 +117,7 @@ def learn(cal: Calibration, runs: dict[str, Run], overhead_run: str) -> tuple[Ca
         for ac in ("selective", "full"):
             key = mode_key(mode == "compiled", ac)
             lr.time_term(f"{mode}_{ac}", f"{key} recompute share", keyed("recompute", key))
-    lr.memory_term(overhead_run, "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
+    lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
     for mode in ("eager", "compiled"):
         lr.memory_term(f"{mode}_full", f"{mode} bytes per logit", keyed("logits_bytes", mode))
         for ac in ("none", "selective"):
