@@ -30,7 +30,7 @@ from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibrati
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
 from parbench.predict.microbench_fits import fit_links, matmul_figures
-from parbench.calibration_runs import EAGER_HOST_RUNS, INFER_KV_RUN, benchmark_layout, benchmarks
+from parbench.calibration_runs import EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, benchmark_layout, benchmarks
 
 FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
@@ -108,8 +108,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         cal, learned = learn(replace(cal, **host), runs)
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
-    kv_cache = infer.pop(INFER_KV_RUN, None)
-    cal, inference_notes = learn_inference(cal, list(infer.values()), kv_cache)
+    kv_cache, long_context = infer.pop(INFER_KV_RUN, None), infer.pop(INFER_LONG_RUN, None)
+    cal, inference_notes = learn_inference(cal, list(infer.values()), kv_cache, long_context)
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 
@@ -177,7 +177,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
-        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}",
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; KV cache read x"
+        f"{cal.kv_read_factor:.3g}, decode attention {1e9 * cal.decode_attention_s_per_position:.3g} ns per position",
         f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"

@@ -15,6 +15,7 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
              "infer": ["workload.input_len=32", "workload.output_len=8"],
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
 INFER_KV_RUN = "infer_kv_cache"
+INFER_LONG_RUN = "infer_long_context"
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false", "parallel=dp"]
@@ -31,7 +32,8 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
-             "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"]}
+             "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
+             "long_context": ["workload.batch_size=1", "workload.input_len=4096", "workload.output_len=32"]}
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
@@ -70,6 +72,9 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         # and at a large batch and a long prompt: how fast a decode step reads its KV cache
         INFER_KV_RUN: ["workload=inference", *s["model"], *s["depth"], *s["kv_cache"], "workload.repeats=5",
                        "workload.profile=false"],
+        # and one sequence with a long prompt (a GPU's): how long a static step's attention takes per cached position
+        **({INFER_LONG_RUN: ["workload=inference", *s["model"], *s["depth"], *s["long_context"], "workload.repeats=5",
+                             "workload.profile=false"]} if "long_context" in s else {}),
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
         **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]

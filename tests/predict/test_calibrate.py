@@ -16,7 +16,7 @@ from parbench import calibrate
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
-from parbench.predict.calibration import load_calibration, user_calibration_dir
+from parbench.predict.calibration import Calibration, load_calibration, user_calibration_dir
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import compose
@@ -32,25 +32,25 @@ TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, elementwise_fact
                 kv_read_factor=2.5)
 
 
-def synthetic_metrics(overrides: list[str], name: str) -> dict:
-    """What the run would measure on a machine that TRUTH describes exactly."""
+def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUTH) -> dict:
+    """What the run would measure on a machine that `truth` describes exactly."""
     if name == "matmul":
-        return {f"matmul_tflops/{n}x{n}x{n}": TRUTH.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
+        return {f"matmul_tflops/{n}x{n}x{n}": truth.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
     if name == "membw":
-        return {"membw_gbps": TRUTH.membw_gbps}
+        return {"membw_gbps": truth.membw_gbps}
     layout = calibrate.benchmark_layout(overrides, name)
     if name.startswith("infer_"):
-        p = predict_inference(layout.cfg, layout.dims, TRUTH)
+        p = predict_inference(layout.cfg, layout.dims, truth)
         return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
-    p = predict_step(layout, TRUTH)
+    p = predict_step(layout, truth)
     return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb}
 
 
 class FakeRuns:
     """subprocess.run for the calibration's runs: writes the job's results.json; interrupts at `stop`."""
 
-    def __init__(self, overrides: list[str], stop: str | None = None):
-        self.overrides, self.stop, self.names = overrides, stop, []
+    def __init__(self, overrides: list[str], stop: str | None = None, truth: Calibration = TRUTH):
+        self.overrides, self.stop, self.names, self.truth = overrides, stop, [], truth
 
     def __call__(self, cmd, **kwargs):
         if "parbench" not in cmd:
@@ -61,7 +61,7 @@ class FakeRuns:
             raise KeyboardInterrupt
         self.names.append(name)
         job_dir.mkdir(parents=True, exist_ok=True)
-        (job_dir / "results.json").write_text(json.dumps({"metrics": synthetic_metrics(self.overrides, name)}))
+        (job_dir / "results.json").write_text(json.dumps({"metrics": synthetic_metrics(self.overrides, name, self.truth)}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
 
@@ -93,6 +93,20 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     for field in ("elementwise_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
+
+
+def test_a_gpu_calibration_fits_the_static_decode_steps_attention_from_one_long_sequence(monkeypatch, tmp_path):
+    """On a GPU the static (compiled) decode step's attention has a floor per cached position, which the
+    one-sequence, 4096-token run fixes; the large-batch run still fixes the KV cache's read factor."""
+    one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
+    truth = replace(load_calibration("h100_sxm"), kv_read_factor=2.5, decode_attention_s_per_position=20e-9)
+    monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
+    cfg, overrides = calibrate.local_config(one_gpu)
+    runs = calibrate.benchmarks(cfg)
+    assert "workload.input_len=4096" in runs["infer_long_context"]
+    cal, _ = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), load_calibration("h100_sxm"))
+    assert cal.decode_attention_s_per_position == pytest.approx(truth.decode_attention_s_per_position, rel=1e-2)
+    assert cal.kv_read_factor == pytest.approx(truth.kv_read_factor, rel=1e-2)
 
 
 def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_path, capsys):

@@ -87,6 +87,17 @@ def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_one_launch_not
     assert eager.seconds == pytest.approx(1.0)
 
 
+def test_a_static_decode_steps_attention_lasts_at_least_its_floor_per_cached_position():
+    """One thread block per sequence and KV head streams every cached position (32 + 8 here) of each
+    layer: with a floor far above the KV read, that is the attention's time; eager decode has none."""
+    floor = replace(CAL, decode_attention_s_per_position=1e-3)
+    cfg, static = prediction("workload.decode_mode=compile", cal=floor)
+    weights = param_counts(cfg.model).matmul_active * FP32
+    assert static.decode.memory_s == pytest.approx(weights / 10e9 + cfg.model.layers * 40 * 1e-3)
+    assert prediction("workload.decode_mode=eager", cal=floor)[1].tpot_s == pytest.approx(
+        prediction("workload.decode_mode=eager")[1].tpot_s)
+
+
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():
     cfg, p = prediction("parallel=tp")
     m = cfg.model

@@ -111,6 +111,10 @@ class Calibration:
     # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
     # not measured): small per-sequence reads, and the masked positions of a static buffer.
     kv_read_factor: float = 1.0
+    # A static decode step's attention (a masked kernel: one thread block per sequence and KV head streams
+    # that head's cached positions in turn): seconds per position, the floor of a small batch's attention
+    # however little it reads (0 where not measured: the read alone).
+    decode_attention_s_per_position: float = 0.0
     notes: Optional[str] = None
 
     @property

@@ -7,8 +7,9 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(prefill FLOPs / tp / rate + (weights + element-wise traffic) / tp / bandwidth, prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch adds, as a decode step's)
-    TPOT = max(decode FLOPs / tp / peak rate, (weights + KV cache x read factor) / tp / bandwidth) + decode step's host time
+    TPOT = max(decode FLOPs / tp / peak rate, weights / tp / bandwidth + attention) + decode step's host time
            + tp all-reduces + pp sends
+    attention = max(KV cache x read factor / tp / bandwidth, layers x cached positions x a thread block's time per position)
     E2E  = TTFT + (output_len - 1) x TPOT
 
 The host times are the calibration's (per step and per layer of the stage): an eager prefill's
@@ -170,6 +171,16 @@ def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 
 
+def static_attention_floor_s(layout: Layout, cal: Calibration) -> float:
+    """A static decode step's attention at the pace of one thread block: every layer's blocks (one
+    per sequence and KV head, running side by side) each stream the whole buffer's positions, so a
+    small batch takes this long however few bytes it reads. The stages run one after the other."""
+    w = layout.cfg.workload
+    if resolved_decode_mode(layout.cfg) not in ("graph", "compile"):
+        return 0.0
+    return layout.cfg.model.layers * (w.input_len + w.output_len) * cal.decode_attention_s_per_position
+
+
 def static_cache_share(layout: Layout) -> float:
     """The KV cache a decode step reads over what decode_bytes_per_step counts (the mean context, or
     the window): the static-shape step (graph, compile) attends the whole buffer (input_len +
@@ -185,13 +196,15 @@ def static_cache_share(layout: Layout) -> float:
 
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     """One token per sequence: the weights and the KV cache read once (at the mean context, or the
-    static step's whole buffer; the cache at its calibrated read rate), or its FLOPs when the batch is large enough to make the step
+    static step's whole buffer; the cache at its calibrated read rate, and no faster than a static
+    step's attention floor), or its FLOPs when the batch is large enough to make the step
     compute-bound, plus its collectives."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
     kv_cache *= static_cache_share(layout) * cal.kv_read_factor
-    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights + kv_cache, cal),
+    attention = max(read_seconds(layout, kv_cache, cal), static_attention_floor_s(layout, cal))
+    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights, cal) + attention,
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
 

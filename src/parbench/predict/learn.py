@@ -11,6 +11,8 @@ an order where each run adds one unknown to what the earlier ones fixed:
     infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
                      device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
     infer_kv_cache   a large batch with long prompts: TPOT beyond weights and host -> the KV cache's read factor
+    infer_long_context  one sequence, a long prompt: TPOT beyond weights and host -> a static step's attention
+                     per cached position (its few thread blocks, not the bandwidth, set the pace)
 
 Every prediction is linear in the term being fitted (the term multiplies one part of the step or
 of the memory), so two predictions give the value that matches the run."""
@@ -157,17 +159,24 @@ def inference_host(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
     return replace(cal, prefill_host_s=per_step_and_layer(prefill), decode_host_s=per_step_and_layer(decode))
 
 
-def learn_inference(cal: Calibration, depths: list[InferenceRun],
-                    kv_cache: InferenceRun | None) -> tuple[Calibration, list[str]]:
-    """The host's figures from the runs at two depths, and the KV cache's read factor from the
-    large-batch run (its decode memory-bound); each is a share of the other's runs, so the two are
-    fitted in turn until they settle."""
+def tpot(run: InferenceRun) -> Callable[[Calibration], float]:
+    return lambda cal: predict_inference(run.layout.cfg, run.layout.dims, cal).tpot_s
+
+
+def learn_inference(cal: Calibration, depths: list[InferenceRun], kv_cache: InferenceRun | None,
+                    long_context: InferenceRun | None = None) -> tuple[Calibration, list[str]]:
+    """The host's figures from the runs at two depths, the KV cache's read factor from the
+    large-batch run (its decode memory-bound) and the static step's attention per position from the
+    one-sequence, long-context run (its attention a few thread blocks' pace); each is a share of the
+    others' runs, so they are fitted in turn until they settle."""
     lr = Learner(cal, {})
-    for _ in range(INFERENCE_ROUNDS if kv_cache else 1):
+    for _ in range(INFERENCE_ROUNDS if kv_cache or long_context else 1):
         if len(depths) > 1:
             lr.cal = inference_host(lr.cal, depths)
+        lr.notes.clear()
         if kv_cache:
-            lr.notes.clear()
-            lr.fit("KV cache read factor", lambda c: predict_inference(kv_cache.layout.cfg, kv_cache.layout.dims, c).tpot_s,
-                   kv_cache.tpot_s, lambda c, x: replace(c, kv_read_factor=x))
+            lr.fit("KV cache read factor", tpot(kv_cache), kv_cache.tpot_s, lambda c, x: replace(c, kv_read_factor=x))
+        if long_context:
+            lr.fit("decode attention per position", tpot(long_context), long_context.tpot_s,
+                   lambda c, x: replace(c, decode_attention_s_per_position=x * 1e-9))
     return lr.cal, lr.notes
