@@ -28,9 +28,10 @@ from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.host_fit import HostRun, fit_host
-from parbench.predict.learn import InferenceRun, Run, learn, learn_inference
+from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import fit_links, matmul_figures
-from parbench.calibration_runs import EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, benchmark_layout, benchmarks
+from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
+                                      benchmarks)
 
 FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
@@ -50,9 +51,9 @@ def run_one(name: str, cmd: list[str], job_dir: Path) -> dict:
 
 
 def same_run(before: list[str] | None, now: list[str]) -> bool:
-    """The same overrides, wherever the job dir was (a measured.json moved to another --work)."""
+    """The same overrides in any order, wherever the job dir was (a measured.json moved to another --work)."""
     def what(args: list[str] | None) -> list[str] | None:
-        return args and [a for a in args if not a.startswith("hydra.run.dir=")]
+        return args and sorted(a for a in args if not a.startswith("hydra.run.dir="))
     return before is not None and what(before) == what(now)
 
 
@@ -109,7 +110,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
     kv_cache, long_context = infer.pop(INFER_KV_RUN, None), infer.pop(INFER_LONG_RUN, None)
-    cal, inference_notes = learn_inference(cal, list(infer.values()), kv_cache, long_context)
+    tiny = [infer.pop(n) for n in sorted(infer) if n.startswith(INFER_TINY_PREFIX)]
+    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, long_context))
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 
@@ -177,8 +179,9 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
-        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; KV cache read x"
-        f"{cal.kv_read_factor:.3g}, decode attention {1e9 * cal.decode_attention_s_per_position:.3g} ns per position",
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; weights read x"
+        f"{cal.weight_read_factor:.3g}, KV cache read x{cal.kv_read_factor:.3g}, decode attention "
+        f"{1e9 * cal.decode_attention_s_per_position:.3g} ns per position",
         f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"

@@ -16,6 +16,7 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
 INFER_KV_RUN = "infer_kv_cache"
 INFER_LONG_RUN = "infer_long_context"
+INFER_TINY_PREFIX = "infer_tiny_"
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false", "parallel=dp"]
@@ -33,7 +34,8 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
-             "long_context": ["workload.batch_size=1", "workload.input_len=4096", "workload.output_len=32"]}
+             "long_context": ["workload.batch_size=1", "workload.input_len=4096", "workload.output_len=32"],
+             "infer_tiny_layers": (4, 16)}
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
@@ -47,6 +49,12 @@ def train_runs(s: dict) -> dict[str, list[str]]:
             runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
                                     f"workload.activation_checkpointing={ac}"]
     return runs
+
+
+def infer_run(s: dict) -> list[str]:
+    """A native-engine run of the host's share: batch 4 of short prompts, prefills launched op by op."""
+    return ["workload=inference", *s["infer"], "workload.batch_size=4", "workload.repeats=10", "workload.profile=false",
+            "workload.prefill_graph=false"]
 
 
 def benchmarks(cfg: Config) -> dict[str, list[str]]:
@@ -64,11 +72,11 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
             "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),
         **train_runs(s),
         # The native engine at two depths: the host's share of prefill and of each decode step (the
-        # prefill launched op by op: a replayed graph's TTFT would show its kernels, not its dispatch).
-        **{f"infer_{layers}_layers": ["workload=inference", *s["model"], f"model.layers={layers}", *s["infer"],
-                                      "workload.batch_size=4", "workload.repeats=10", "workload.profile=false",
-                                      "workload.prefill_graph=false"]
-           for layers in s["infer_layers"]},
+        # prefill launched op by op: a replayed graph's TTFT would show its kernels, not its dispatch),
+        # and on a GPU the tiny model at two depths: a decode step's launch and kernel latencies.
+        **{f"infer_{layers}_layers": [*infer_run(s), *s["model"], f"model.layers={layers}"] for layers in s["infer_layers"]},
+        **{f"{INFER_TINY_PREFIX}{layers}_layers": [*infer_run(s), "model=tiny", f"model.layers={layers}"]
+           for layers in s.get("infer_tiny_layers", ())},
         # and at a large batch and a long prompt: how fast a decode step reads its KV cache
         INFER_KV_RUN: ["workload=inference", *s["model"], *s["depth"], *s["kv_cache"], "workload.repeats=5",
                        "workload.profile=false"],

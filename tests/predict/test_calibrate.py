@@ -95,11 +95,14 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
 
 
-def test_a_gpu_calibration_fits_the_static_decode_steps_attention_from_one_long_sequence(monkeypatch, tmp_path):
+def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention_floor(monkeypatch, tmp_path):
     """On a GPU the static (compiled) decode step's attention has a floor per cached position, which the
-    one-sequence, 4096-token run fixes; the large-batch run still fixes the KV cache's read factor."""
+    one-sequence, 4096-token run fixes; the large-batch run still fixes the KV cache's read factor, and
+    the tiny model's two depths a decode step's latencies, so that the deeper 1B run fixes the weights'
+    read factor."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
-    truth = replace(load_calibration("h100_sxm"), kv_read_factor=2.5, decode_attention_s_per_position=20e-9)
+    truth = replace(load_calibration("h100_sxm"), kv_read_factor=2.5, decode_attention_s_per_position=20e-9,
+                    weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6})
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
@@ -107,6 +110,8 @@ def test_a_gpu_calibration_fits_the_static_decode_steps_attention_from_one_long_
     cal, _ = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), load_calibration("h100_sxm"))
     assert cal.decode_attention_s_per_position == pytest.approx(truth.decode_attention_s_per_position, rel=1e-2)
     assert cal.kv_read_factor == pytest.approx(truth.kv_read_factor, rel=1e-2)
+    assert cal.weight_read_factor == pytest.approx(truth.weight_read_factor, rel=1e-2)
+    assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
 
 
 def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_path, capsys):

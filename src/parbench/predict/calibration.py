@@ -111,6 +111,9 @@ class Calibration:
     # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
     # not measured): small per-sequence reads, and the masked positions of a static buffer.
     kv_read_factor: float = 1.0
+    # A decode step reads its weights this many times slower than a stream (1.0 where not measured): a
+    # layer's few GEMVs, each too small to reach the stream's bandwidth.
+    weight_read_factor: float = 1.0
     # A static decode step's attention (a masked kernel: one thread block per sequence and KV head streams
     # that head's cached positions in turn): seconds per position, the floor of a small batch's attention
     # however little it reads (0 where not measured: the read alone).

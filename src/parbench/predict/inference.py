@@ -7,7 +7,7 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(prefill FLOPs / tp / rate + (weights + element-wise traffic) / tp / bandwidth, prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch adds, as a decode step's)
-    TPOT = max(decode FLOPs / tp / peak rate, weights / tp / bandwidth + attention) + decode step's host time
+    TPOT = max(decode FLOPs / tp / peak rate, weights x read factor / tp / bandwidth + attention) + decode step's host time
            + tp all-reduces + pp sends
     attention = max(KV cache x read factor / tp / bandwidth, layers x cached positions x a thread block's time per position)
     E2E  = TTFT + (output_len - 1) x TPOT
@@ -196,7 +196,7 @@ def static_cache_share(layout: Layout) -> float:
 
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     """One token per sequence: the weights and the KV cache read once (at the mean context, or the
-    static step's whole buffer; the cache at its calibrated read rate, and no faster than a static
+    static step's whole buffer; each at its calibrated read rate, the cache no faster than a static
     step's attention floor), or its FLOPs when the batch is large enough to make the step
     compute-bound, plus its collectives."""
     w, m = layout.cfg.workload, layout.cfg.model
@@ -204,7 +204,7 @@ def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forwar
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
     kv_cache *= static_cache_share(layout) * cal.kv_read_factor
     attention = max(read_seconds(layout, kv_cache, cal), static_attention_floor_s(layout, cal))
-    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights, cal) + attention,
+    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights * cal.weight_read_factor, cal) + attention,
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
 

@@ -10,6 +10,9 @@ an order where each run adds one unknown to what the earlier ones fixed:
     <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
     infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
                      device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
+    infer_tiny_<n>_layers  (a GPU's) the tiny model at two depths: TPOT -> a decode step's launch and kernel
+                     latencies, per step and per layer; then the deeper infer_<n>_layers' TPOT -> the weights'
+                     read factor (a layer's GEMVs, each too small to stream at the full bandwidth)
     infer_kv_cache   a large batch with long prompts: TPOT beyond weights and host -> the KV cache's read factor
     infer_long_context  one sequence, a long prompt: TPOT beyond weights and host -> a static step's attention
                      per cached position (its few thread blocks, not the bandwidth, set the pace)
@@ -20,7 +23,7 @@ of the memory), so two predictions give the value that matches the run."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from parbench.metrics.fits import fit_line
@@ -146,37 +149,59 @@ def per_step_and_layer(points: list[tuple[float, float]]) -> dict[str, float]:
 INFERENCE_ROUNDS = 6
 
 
-def inference_host(cal: Calibration, runs: list[InferenceRun]) -> Calibration:
-    """Prefill and decode host time per step and per layer from runs at two or more depths."""
+@dataclass(frozen=True)
+class InferenceRuns:
+    """The calibration's native-engine runs, by what each fixes."""
+
+    depths: list[InferenceRun]  # the calibration model at two depths: the prefill's dispatch
+    # The tiny model at two depths (a GPU's): its decode step is the launch, the copy and the kernels'
+    # latencies, per step and per layer; without them the depths give those too.
+    tiny: list[InferenceRun] = field(default_factory=list)
+    kv_cache: InferenceRun | None = None  # a large batch with long prompts: the KV cache's read factor
+    long_context: InferenceRun | None = None  # one sequence, a long prompt: the attention's floor
+
+
+def inference_host(cal: Calibration, runs: InferenceRuns) -> Calibration:
+    """Prefill host time per step and per layer from the calibration model's depths; a decode step's
+    from the tiny model's (else from the same depths)."""
     bare = replace(cal, prefill_host_s={}, decode_host_s={})
-    prefill, decode = [], []
-    for r in runs:
+
+    def beyond_device(r: InferenceRun) -> tuple[float, float, float]:
         p = predict_inference(r.layout.cfg, r.layout.dims, bare)
-        layers = r.layout.cfg.model.layers / r.layout.dims.pp
         hidden = r.layout.cfg.hardware.device_type != "cpu"  # a GPU's TTFT is the dispatch it waits for
-        prefill.append((layers, r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if hidden else p.prefill.device_s)))
-        decode.append((layers, r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s))
-    return replace(cal, prefill_host_s=per_step_and_layer(prefill), decode_host_s=per_step_and_layer(decode))
+        return (r.layout.cfg.model.layers / r.layout.dims.pp,
+                r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if hidden else p.prefill.device_s),
+                r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s)
+
+    depths = [beyond_device(r) for r in runs.depths]
+    decode = [beyond_device(r) for r in runs.tiny] if len(runs.tiny) > 1 else depths
+    return replace(cal, prefill_host_s=per_step_and_layer([(layers, t) for layers, t, _ in depths]),
+                   decode_host_s=per_step_and_layer([(layers, t) for layers, _, t in decode]))
 
 
 def tpot(run: InferenceRun) -> Callable[[Calibration], float]:
     return lambda cal: predict_inference(run.layout.cfg, run.layout.dims, cal).tpot_s
 
 
-def learn_inference(cal: Calibration, depths: list[InferenceRun], kv_cache: InferenceRun | None,
-                    long_context: InferenceRun | None = None) -> tuple[Calibration, list[str]]:
-    """The host's figures from the runs at two depths, the KV cache's read factor from the
-    large-batch run (its decode memory-bound) and the static step's attention per position from the
-    one-sequence, long-context run (its attention a few thread blocks' pace); each is a share of the
+def learn_inference(cal: Calibration, runs: InferenceRuns) -> tuple[Calibration, list[str]]:
+    """The host's figures (inference_host); the weights' read factor from the deeper calibration-model
+    run, where the tiny runs fixed the decode's latencies; the KV cache's read factor from the
+    large-batch run (its decode memory-bound); and the static step's attention per position from the
+    one-sequence, long-context run (its attention a few thread blocks' pace). Each is a share of the
     others' runs, so they are fitted in turn until they settle."""
     lr = Learner(cal, {})
-    for _ in range(INFERENCE_ROUNDS if kv_cache or long_context else 1):
-        if len(depths) > 1:
-            lr.cal = inference_host(lr.cal, depths)
+    deepest = max(runs.depths, key=lambda r: r.layout.cfg.model.layers) if runs.depths else None
+    for _ in range(INFERENCE_ROUNDS if runs.kv_cache or runs.long_context or runs.tiny else 1):
+        if len(runs.depths) > 1:
+            lr.cal = inference_host(lr.cal, runs)
         lr.notes.clear()
-        if kv_cache:
-            lr.fit("KV cache read factor", tpot(kv_cache), kv_cache.tpot_s, lambda c, x: replace(c, kv_read_factor=x))
-        if long_context:
-            lr.fit("decode attention per position", tpot(long_context), long_context.tpot_s,
+        if len(runs.tiny) > 1 and deepest:
+            lr.fit("decode weights read factor", tpot(deepest), deepest.tpot_s,
+                   lambda c, x: replace(c, weight_read_factor=x))
+        if runs.kv_cache:
+            lr.fit("KV cache read factor", tpot(runs.kv_cache), runs.kv_cache.tpot_s,
+                   lambda c, x: replace(c, kv_read_factor=x))
+        if runs.long_context:
+            lr.fit("decode attention per position", tpot(runs.long_context), runs.long_context.tpot_s,
                    lambda c, x: replace(c, decode_attention_s_per_position=x * 1e-9))
     return lr.cal, lr.notes
