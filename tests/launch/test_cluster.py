@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_submitit_local_launcher_runs_sweep(cli):
     cli.run("hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", "parallel=dp,fsdp", multirun=True)
@@ -78,6 +80,7 @@ def sbatch_script(tmp_path, *overrides: str) -> str:
     return executor._executor._make_submission_file_text("python -u -m submitit.core._submit DIR", "uid")
 
 
+@pytest.mark.slurm  # submitit's SLURM executor needs srun on PATH
 def test_two_node_job_script_and_one_torchrun_per_node(tmp_path, monkeypatch):
     """hardware.nodes=2 x 8 GPUs: one sbatch job, one srun task per node; on each node (the SLURM_*
     variables of a 2-node allocation) torchrun meets node 0 at the same address and port, and only
@@ -112,6 +115,7 @@ def test_two_node_job_script_and_one_torchrun_per_node(tmp_path, monkeypatch):
     assert mains == [True, False]
 
 
+@pytest.mark.slurm  # submitit's SLURM executor needs srun on PATH
 def test_cpu_profile_asks_slurm_for_cores_not_gpus(tmp_path):
     script = sbatch_script(tmp_path, "hardware=cpu", "hydra.launcher.partition=debug").splitlines()
     assert "#SBATCH --cpus-per-task=2" in script and not any("gpu" in line for line in script), script
@@ -128,6 +132,7 @@ def test_relative_sqlite_store_is_made_absolute_at_submission(tmp_path, monkeypa
     assert with_absolute_tracking(["parallel=dp"], "http://127.0.0.1:5000") == ["parallel=dp"]
 
 
+@pytest.mark.slurm  # submitit's SLURM executor needs srun on PATH
 def test_auto_hardware_asks_slurm_for_what_this_host_resolves_to(tmp_path, monkeypatch):
     """hardware=auto (the default) is resolved on the submitting host, as the job resolves it on a node
     like it: no GPU there, the CPU profile's 2 ranks ask for 2 cores (two points never share them);

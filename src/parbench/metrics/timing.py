@@ -196,9 +196,12 @@ HOLD_CYCLES_PER_CALL = 200_000
 def hold_device(device: torch.device, calls: int) -> None:
     """Keep a GPU busy while the host queues `calls` calls behind it, so that each call's events
     bracket its kernels and not the host's launch: a 1024^3 bf16 GEMM takes a few microseconds on an
-    H100, less than its launch, and timed as launched it measured 59 TFLOP/s (2026-11-25)."""
+    H100, less than its launch, and timed as launched it measured 59 TFLOP/s (2026-11-25). A host
+    slower than HOLD_CYCLES_PER_CALL a call, or more calls than CUDA's launch queue holds, end the
+    hold early, and the later calls are timed as launched again."""
     if device.type == "cuda":
-        torch.cuda._sleep(HOLD_CYCLES_PER_CALL * calls)
+        with torch.cuda.device(device):
+            torch.cuda._sleep(HOLD_CYCLES_PER_CALL * calls)
 
 
 def time_each(fn, iters: int, device: torch.device, warmup: int = 0) -> list[float]:

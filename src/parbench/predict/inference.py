@@ -166,6 +166,8 @@ def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     weights, _ = decode_bytes_per_step(layout.cfg.model, counts, w, layout.dtype_bytes)
     memory = read_seconds(layout, weights, cal) + prefill_elementwise_seconds(layout, tokens, cal)
     graphed = prefill_graphed(layout.cfg)
+    # A replayed prefill adds its launch and the token's copy, a decode step's per-step figure; not the
+    # per-layer one, the latencies of a decode step's short kernels, which a prefill's longer ones hide.
     host = layout.dims.pp * cal.inference_host("decode", 0) if graphed else host_seconds(layout, "prefill", cal)
     return Forward(compute_seconds(layout, flops, tokens, cal), memory, comm_seconds(layout, tokens, cal),
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)

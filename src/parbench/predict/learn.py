@@ -192,7 +192,7 @@ def learn_inference(cal: Calibration, runs: InferenceRuns) -> tuple[Calibration,
     lr = Learner(cal, {})
     deepest = max(runs.depths, key=lambda r: r.layout.cfg.model.layers) if runs.depths else None
     for _ in range(INFERENCE_ROUNDS if runs.kv_cache or runs.long_context or runs.tiny else 1):
-        if len(runs.depths) > 1:
+        if len(runs.depths) > 1 or len(runs.tiny) > 1:
             lr.cal = inference_host(lr.cal, runs)
         lr.notes.clear()
         if len(runs.tiny) > 1 and deepest:

@@ -161,12 +161,9 @@ class StaticDecodeStep:
         check_room(cache.length + 1, cache.max_len)
 
     def release(self) -> None:
-        """Free the captured graph: NCCL cannot destroy a communicator while a graph that
-        captured its collectives lives (the rank's teardown hung without this)."""
-        if self.graph is not None:
-            torch.cuda.synchronize()
-            self.graph.reset()
-            self.graph = self.cache = self.input = self.output = self.position = None
+        """Free the captured graph (release_graph)."""
+        release_graph(self.graph)
+        self.graph = self.cache = self.input = self.output = self.position = None
 
     def capture(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> None:
         """Capture after a warm-up (capture_graph). The warm-up writes this step's k/v at its
@@ -191,3 +188,11 @@ def capture_graph(run: Callable[[], torch.Tensor]) -> tuple[torch.cuda.CUDAGraph
     with torch.cuda.graph(graph):
         output = run()
     return graph, output
+
+
+def release_graph(graph: torch.cuda.CUDAGraph | None) -> None:
+    """Free a captured graph, if any: NCCL cannot destroy a communicator while a graph that captured
+    its collectives lives (the rank's teardown hung without this)."""
+    if graph is not None:
+        torch.cuda.synchronize()
+        graph.reset()

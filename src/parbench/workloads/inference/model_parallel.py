@@ -249,9 +249,9 @@ class PipelinedDecoder:
 
     def release_graph(self) -> None:
         """Free the decode and prefill graphs, if captured (before the process group is destroyed)."""
-        for graphs in (self.static, self.prefill):
-            if graphs is not None:
-                graphs.release()
+        for step in (self.static, self.prefill):
+            if step is not None:
+                step.release()
 
     @contextmanager
     def launching_op_by_op(self) -> Iterator[None]:

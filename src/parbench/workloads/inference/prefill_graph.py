@@ -6,21 +6,24 @@ KV cache, so its kernels and buffers are the same each time: the first prefill (
 batch) captures them and later ones replay the graph. A small prefill then costs its GPU time
 rather than the host's launch time: launched op by op, a 1B Llama's 512-token prefill waits on the
 host's dispatch (docs/results/2026-11-25_host_gpu31.md: TTFT 24-30 % above its kernels' time, and
-up to 2x apart between two machines of one kind). Prefills of more than MAX_TOKENS tokens are
-launched as before: their kernels outlast the dispatch, and a graph would keep their activations
-reserved. workload.prefill_graph=false launches every prefill."""
+up to 2x apart between two machines of one kind). The graph's memory pool keeps the prefill's
+activations reserved for the run (about 30 MB for a 1B Llama's 512 tokens); prefills of more than
+MAX_TOKENS tokens are launched as before: their kernels outlast the dispatch, and their activations
+would be large to keep. workload.prefill_graph=false launches every prefill."""
 
 from __future__ import annotations
 
 import torch
 
 from parbench.models.kv_cache import KVCache
-from parbench.workloads.inference.decode_step import Compute, Sample, capture_graph
+from parbench.workloads.inference.decode_step import Compute, Sample, capture_graph, release_graph
 from parbench.workloads.specs.inference import PREFILL_GRAPH_MAX_TOKENS as MAX_TOKENS
 
 
 class PrefillGraph:
-    """A prefill into an empty cache: captured on the first call of a shape, replayed after."""
+    """A prefill into an empty cache: captured on the first call, replayed for later calls of that
+    shape and cache (another shape or cache is captured anew, the old graph freed). The replay runs
+    the captured kernels, the sampling among them."""
 
     def __init__(self, compute: Compute):
         self.compute = compute
@@ -34,6 +37,8 @@ class PrefillGraph:
         return cache is not None and cache.length == 0 and x.shape[0] * x.shape[1] <= MAX_TOKENS
 
     def __call__(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> torch.Tensor:
+        if cache.length:  # the captured kernels write from position 0
+            raise RuntimeError(f"a prefill graph writes an empty KV cache; this one holds {cache.length} positions")
         if self.graph is None or cache is not self.cache or x.shape != self.input.shape:
             self.capture(x, cache, sample)
         self.input.copy_(x)
@@ -42,8 +47,8 @@ class PrefillGraph:
         return self.output
 
     def capture(self, x: torch.Tensor, cache: KVCache, sample: Sample) -> None:
-        """The warm-up and the capture each write the cache from position 0 and advance its
-        lengths; both are reset, so the replay's writes are the ones that count."""
+        """The warm-up writes the cache from position 0 and it and the capture advance its lengths;
+        the lengths are reset after each, so the replay's writes are the ones that count."""
         self.release()
         self.input = x.clone()
 
@@ -57,7 +62,5 @@ class PrefillGraph:
 
     def release(self) -> None:
         """Free the captured graph (before the process group is destroyed: it may hold NCCL work)."""
-        if self.graph is not None:
-            torch.cuda.synchronize()
-            self.graph.reset()
-            self.graph = self.cache = self.input = self.output = None
+        release_graph(self.graph)
+        self.graph = self.cache = self.input = self.output = None

@@ -89,6 +89,9 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.decode_mode={w.decode_mode} is the native engine's option; vLLM compiles and "
                           "captures CUDA graphs itself unless workload.vllm.enforce_eager=true: set "
                           "workload.vllm.enforce_eager=false instead")
+    if not w.prefill_graph and w.engine != "native":
+        raise ConfigError("workload.prefill_graph=false is the native engine's option; vLLM's CUDA graphs follow "
+                          "workload.vllm.enforce_eager")
     p = model_parallel_only(cfg)
     extra = {n: getattr(p, n) for n in ("dp", "fsdp", "cp", "ep") if getattr(p, n) != 1}
     if extra or p.sp:
