@@ -114,6 +114,17 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
 
 
+def test_a_profile_measured_in_bf16_predicts_an_fp32_run_at_fp32_rates():
+    """The shipped H100 profile is bf16's; an fp32 run gets its GEMM and attention rates scaled by the peaks."""
+    from parbench.predict.calibration import calibration_for
+
+    hw = compose("hardware=h100_sxm", "hardware.gpus_per_node=1").hardware
+    bf16, fp32 = calibration_for(hw, "bf16", None), calibration_for(hw, "fp32", None)
+    assert bf16 == load_calibration("h100_sxm") and fp32.dtype == "fp32" and fp32.membw_gbps == bf16.membw_gbps
+    assert fp32.matmul_tflops == pytest.approx(bf16.matmul_tflops * 67 / 989)
+    assert fp32.attention_tflops == pytest.approx(bf16.attention_tflops * 67 / 989)
+
+
 def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_path, capsys):
     """Ctrl-C during run k+1 of n: the k finished are kept; the same command runs k+1..n only."""
     args = [*ONE_CPU, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "cpu.yaml"),

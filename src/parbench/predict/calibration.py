@@ -9,7 +9,7 @@ efficiencies below, and the prediction says so (docs/plan.md)."""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -214,10 +214,23 @@ def save_calibration(cal: Calibration, path: Path) -> Path:
 
 
 def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calibration:
-    """The named profile, else this machine's or the shipped <hardware>.yaml, else the spec figures."""
+    """The named profile, else this machine's or the shipped <hardware>.yaml (either in `dtype`),
+    else the spec figures."""
     if ref:
-        return load_calibration(ref)
+        return in_dtype(load_calibration(ref), hw, dtype)
     if calibration_path(hw.name).exists():
-        return load_calibration(hw.name)
+        return in_dtype(load_calibration(hw.name), hw, dtype)
     return spec_calibration(hw, dtype)
+
+
+def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
+    """A profile measured in another dtype, its GEMM and attention rates scaled by the two dtypes' peaks
+    (an fp32 run on a bf16 profile: 67 / 989 on an H100); bytes and host times do not depend on it."""
+    peaks = hw.peak_tflops
+    if cal.dtype == dtype or dtype not in peaks or cal.dtype not in peaks:
+        return cal
+    r = peaks[dtype] / peaks[cal.dtype]
+    return replace(cal, dtype=dtype, matmul_tflops=cal.matmul_tflops * r, attention_tflops=cal.attention_tflops * r,
+                   matmul_half_gflop=cal.matmul_half_gflop * r,
+                   source=f"{cal.source} (its {cal.dtype} rates x {r:.3g} for {dtype})")
 
