@@ -2,10 +2,14 @@
 gloo workers, DeepSpeed's CPU accelerator).
 
 ZeRO stages train like DDP: from the same seed and global batch, the per-step losses agree to
-LOSS_ABS, tighter than the issue's "same as DDP to 4 decimals" (measured: at most 1.4e-6 over every
-stage, offload variant and optimizer, fp32 reduction order). SGD at lr 0.02 moves each weight by lr x its gradient, so a gradient averaged wrongly over
-the ranks (summed, or left unreduced) changes the loss by ~1e-3 within two steps; AdamW would
-normalise such a scale away, so the optimizer integration is checked with AdamW separately."""
+LOSS_ABS with SGD (measured: at most 1.4e-6 over every stage and offload variant, fp32 reduction
+order), and to ADAMW_LOSS_ABS, the issue's "same as DDP to 4 decimals", with AdamW: its update
+divides each gradient by its own running magnitude, so ZeRO-3's reduce-scatter order moves near-zero
+gradients' updates by up to lr, and the losses apart by up to 6.4e-5 by step 7 on one 2-core CI
+machine (1.4e-6 on another). SGD at lr 0.02 moves each weight by lr x its gradient, so a gradient
+averaged wrongly over the ranks (summed, or left unreduced) changes the loss by ~1e-3 within two
+steps; AdamW would normalise such a scale away, so the optimizer integration is checked with AdamW
+separately."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from parbench.predict.layout import Layout
 from parbench.predict.memory import estimate_memory
 
 LOSS_ABS = 1e-5
+ADAMW_LOSS_ABS = 1e-4
 TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4")
 INSTALL = "pip install -e '.[deepspeed]'"
 needs_deepspeed = pytest.mark.skipif(not deepspeed_installed(), reason=f"deepspeed is not installed: {INSTALL}")
@@ -54,7 +59,7 @@ def ddp_losses(tmp_path_factory):
 ])
 def test_zero_stage_trains_like_ddp(cli, ddp_losses, parallel, optimizer):
     cli.run(*f"parallel={parallel}".split(), *TRAIN, f"workload.optimizer={optimizer}")
-    assert cli.losses() == pytest.approx(ddp_losses(optimizer), abs=LOSS_ABS)
+    assert cli.losses() == pytest.approx(ddp_losses(optimizer), abs=LOSS_ABS if optimizer == "sgd" else ADAMW_LOSS_ABS)
     results = cli.results()
     assert results["tags"]["deepspeed_version"]
     assert results["metrics"]["throughput_tokens_per_s"] > 0
