@@ -58,7 +58,7 @@ def test_vllm_decodes_the_native_engines_tokens_and_profiles_like_it(cli):
     only_native = metric_names(children.loc["native"]) - metric_names(run)
     # vLLM reports no per-token times, the performance model predicts the native engine only, and
     # the compiled-step cache (and the first batch that fills it) is the native engine's.
-    native_only = ("itl_s", "predicted_", "plan_prediction.", "first_batch_s", "compile_cache")
+    native_only = ("itl_s", "prefill_dispatch_s", "predicted_", "plan_prediction.", "first_batch_s", "compile_cache")
     assert all(name.startswith(native_only) or "_op_pct_" in name for name in only_native), only_native
     assert run["tags.itl_s"].startswith("n/a (vLLM's offline API")
     for phase in ("prefill", "decode"):
