@@ -57,6 +57,11 @@ def infer_run(s: dict) -> list[str]:
             "workload.prefill_graph=false"]
 
 
+def depth_infer_run(s: dict, shape: str) -> list[str]:
+    """The calibration model's native engine at its calibration depth and the sizes' `shape`."""
+    return ["workload=inference", *s["model"], *s["depth"], *s[shape], "workload.repeats=5", "workload.profile=false"]
+
+
 def benchmarks(cfg: Config) -> dict[str, list[str]]:
     """The runs, by name: their overrides on top of the user's. One device has no link and no
     overlap to measure: those runs are left out and their figures kept."""
@@ -77,12 +82,10 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         **{f"infer_{layers}_layers": [*infer_run(s), *s["model"], f"model.layers={layers}"] for layers in s["infer_layers"]},
         **{f"{INFER_TINY_PREFIX}{layers}_layers": [*infer_run(s), "model=tiny", f"model.layers={layers}"]
            for layers in s.get("infer_tiny_layers", ())},
-        # and at a large batch and a long prompt: how fast a decode step reads its KV cache
-        INFER_KV_RUN: ["workload=inference", *s["model"], *s["depth"], *s["kv_cache"], "workload.repeats=5",
-                       "workload.profile=false"],
-        # and one sequence with a long prompt (a GPU's): how long a static step's attention takes per cached position
-        **({INFER_LONG_RUN: ["workload=inference", *s["model"], *s["depth"], *s["long_context"], "workload.repeats=5",
-                             "workload.profile=false"]} if "long_context" in s else {}),
+        # and at a large batch and a long prompt: how fast a decode step reads its KV cache; one sequence
+        # with a long prompt (a GPU's): how long a static step's attention takes per cached position
+        INFER_KV_RUN: depth_infer_run(s, "kv_cache"),
+        **({INFER_LONG_RUN: depth_infer_run(s, "long_context")} if "long_context" in s else {}),
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
         **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]

@@ -31,7 +31,7 @@ from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.costs import elementwise_per_token, typical_gemm_flops
-from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode
+from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
 
@@ -178,7 +178,7 @@ def static_attention_floor_s(layout: Layout, cal: Calibration) -> float:
     per sequence and KV head, running side by side) each stream the whole buffer's positions, so a
     small batch takes this long however few bytes it reads. The stages run one after the other."""
     w = layout.cfg.workload
-    if resolved_decode_mode(layout.cfg) not in ("graph", "compile"):
+    if not static_decode(layout.cfg):
         return 0.0
     return layout.cfg.model.layers * (w.input_len + w.output_len) * cal.decode_attention_s_per_position
 
@@ -188,7 +188,7 @@ def static_cache_share(layout: Layout) -> float:
     the window): the static-shape step (graph, compile) attends the whole buffer (input_len +
     output_len positions, the later ones and those outside a sliding window masked)."""
     w, m = layout.cfg.workload, layout.cfg.model
-    if resolved_decode_mode(layout.cfg) not in ("graph", "compile"):
+    if not static_decode(layout.cfg):
         return 1.0
     modelled = mean_decode_context(w.input_len, w.output_len)  # what decode_bytes_per_step counts
     if m.sliding_window:  # the static step masks the window, and still reads the whole buffer
@@ -206,7 +206,8 @@ def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forwar
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
     kv_cache *= static_cache_share(layout) * cal.kv_read_factor
     attention = max(read_seconds(layout, kv_cache, cal), static_attention_floor_s(layout, cal))
-    return Forward(peak_compute_seconds(layout, flops, cal), read_seconds(layout, weights * cal.weight_read_factor, cal) + attention,
+    memory = read_seconds(layout, weights * cal.weight_read_factor, cal) + attention
+    return Forward(peak_compute_seconds(layout, flops, cal), memory,
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
 

@@ -53,7 +53,8 @@ def decode_options(mode: str, device_type: str, prefill_graph: bool = True) -> D
     on_cuda = device_type == "cuda"
     return {"eager": DecodeOptions(),
             "graph": DecodeOptions(fuse=True, graph=True, prefill_graph=prefill_graph),
-            "compile": DecodeOptions(fuse=True, compile=True, graph=on_cuda, prefill_graph=on_cuda and prefill_graph)}[mode]
+            "compile": DecodeOptions(fuse=True, compile=True, graph=on_cuda,
+                                     prefill_graph=on_cuda and prefill_graph)}[mode]
 
 
 def compile_blocks(blocks: Iterable[nn.Module], on: bool = True, backend: str = "inductor") -> None:

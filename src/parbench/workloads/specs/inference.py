@@ -18,7 +18,8 @@ from parbench.workloads.specs.vllm_engine import validate_vllm
 SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
                    "output_tokens_per_s", "requests_per_s", "mbu", "prefill_comm_pct", "decode_comm_pct",
                    "energy_j", "tokens_per_joule", "cpu_util_pct", "mem_weights_gb", "mem_kv_cache_gb",
-                   "decode_mismatched_tokens", "predicted_ttft_s", "predicted_ttft_error_pct", "predicted_tpot_s", "predicted_tpot_error_pct")
+                   "decode_mismatched_tokens", "predicted_ttft_s", "predicted_ttft_error_pct", "predicted_tpot_s",
+                   "predicted_tpot_error_pct")
 # workload.decode_mode values (docs/inference.md, "Decode speed"); decode_step.decode_options maps them.
 DECODE_MODES = ("auto", "eager", "graph", "compile")
 PREFILL_GRAPH_MAX_TOKENS = 8192  # vLLM's default token budget of a scheduled batch (max_num_batched_tokens)
@@ -129,11 +130,16 @@ def resolved_decode_mode(cfg: Config) -> str:
     return "compile" if fast else "eager"
 
 
+def static_decode(cfg: Config) -> bool:
+    """Whether decode steps run through the KV cache's static-shape path (graph, compile)."""
+    return resolved_decode_mode(cfg) in ("graph", "compile")
+
+
 def prefill_graphed(cfg: Config) -> bool:
     """Whether the native engine replays this run's prefills as a CUDA graph (prefill_graph.py)."""
     w = cfg.workload
-    return (w.engine == "native" and w.prefill_graph and cfg.hardware.device_type == "cuda"
-            and resolved_decode_mode(cfg) in ("graph", "compile") and w.batch_size * w.input_len <= PREFILL_GRAPH_MAX_TOKENS)
+    return (w.engine == "native" and w.prefill_graph and cfg.hardware.device_type == "cuda" and static_decode(cfg)
+            and w.batch_size * w.input_len <= PREFILL_GRAPH_MAX_TOKENS)
 
 
 def validate_native(cfg: Config) -> None:
