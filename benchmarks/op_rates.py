@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from parbench.metrics.flops import attention_flops_per_token
+from parbench.config.hardware import detect_gpus
+from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.metrics.timing import time_each
 from parbench.models.shapes import model_shapes
 from parbench.planner import compose_config
@@ -58,9 +59,11 @@ def attention_rows(cfg, cal, device: torch.device, dtype: torch.dtype) -> list[t
     flops = attention_flops_per_token(m, w.seq_len, causal=True) / m.layers * w.batch_size * w.seq_len
     fwd = median_s(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa), device)
     bwd = median_s(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), device)
-    model = flops / cal.attention_rate()
-    return [(f"attention fwd {m.heads}x{hd} heads, {m.kv_heads} kv", flops / 3, fwd, model / 3, model / 3),
-            (f"attention bwd {m.heads}x{hd} heads, {m.kv_heads} kv", 2 * flops / 3, bwd, 2 * model / 3, 2 * model / 3)]
+    attended = attended_positions(w.seq_len, True, m.sliding_window)
+    both, fwd_model = cal.attention_seconds(flops, attended), cal.attention_seconds(flops / 3, attended, forward_only=True)
+    name = f"{m.heads}x{hd} heads, {m.kv_heads} kv"
+    return [(f"attention fwd {name}", flops / 3, fwd, fwd_model, fwd_model),
+            (f"attention bwd {name}", 2 * flops / 3, bwd, both - fwd_model, both - fwd_model)]
 
 
 def elementwise_rows(cfg, device: torch.device, dtype: torch.dtype) -> list[tuple]:
@@ -88,7 +91,7 @@ def elementwise_rows(cfg, device: torch.device, dtype: torch.dtype) -> list[tupl
 
 
 def table(overrides: list[str]) -> str:
-    cfg = compose_config(overrides)
+    cfg = compose_config(overrides, detect_gpus())  # hardware=auto: this machine's GPUs and profile
     m, w = cfg.model, cfg.workload
     device, dtype = torch.device("cuda" if torch.cuda.is_available() else "cpu"), torch.bfloat16
     cal = calibration_for(cfg.hardware, w.dtype, None)

@@ -29,7 +29,7 @@ from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import fit_links, matmul_figures
+from parbench.predict.microbench_fits import attention_figures, fit_links, matmul_figures
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
 
@@ -100,6 +100,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
+                  **attention_figures(results.get("attention", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
     eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]
@@ -175,7 +176,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     return "\n".join([
         f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-        f"GFLOP), attention {format_metric('tflops', cal.attention_tflops)}, memory "
+        f"GFLOP), attention {format_metric('tflops', cal.attention_tflops)} (+{cal.attention_extra_positions:.0f} keys "
+        f"a query), memory "
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",

@@ -1,6 +1,6 @@
 """The runs `parbench calibrate` makes, by name, at the sizes of a CPU or of a GPU: the
-microbenchmarks, the calibration model's training step eager and compiled under each checkpointing
-mode and at a 4x longer sequence, the native engine at two depths and at a large batch, and the tiny
+microbenchmarks (matmul, attention, memory bandwidth, collectives), the calibration model's training
+step eager and compiled under each checkpointing mode, the native engine at two depths and at a large batch, and the tiny
 models whose steps are the host's dispatch (predict/learn.py and predict/host_fit.py fit them)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from parbench.planner import compose_config
 from parbench.predict.layout import Layout
 from parbench.prepare import validate
 
-CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]", "membw_end": "64M",
+CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]",
+             "attention": "[[8,4,2,64,16],[4,4,2,128,16],[2,4,2,256,16],[1,4,2,512,16]]", "membw_end": "64M",
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
              "infer": ["workload.input_len=32", "workload.output_len=8"],
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
@@ -31,6 +32,9 @@ EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
+             # the 1B Llama's heads (64 wide) from 1,024 to 8,192 tokens, and Qwen3's (128 wide)
+             "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[8,16,8,1024,128],"
+                          "[2,16,8,4096,128]]",
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
@@ -39,11 +43,11 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
-    """The model's step eager and compiled under each checkpointing mode, and at a 4x longer sequence."""
+    """The model's step eager and compiled under each checkpointing mode."""
     base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
             "parallel=dp"]
     short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
-    runs = {"eager_long": [*base, f"workload.seq_len={4 * s['seq']}", f"workload.batch_size={s['batch'] // 4}"]}
+    runs = {}
     for mode in ("eager", "compiled"):
         for ac in ("none", "selective", "full"):
             runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
@@ -71,6 +75,7 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                 "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
     return {
         "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
+        "attention": ["workload=attention", f"workload.shapes={s['attention']}", "workload.iters=20"],
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],

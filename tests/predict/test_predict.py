@@ -4,6 +4,7 @@ the fit check and plan as a user meets them."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -18,8 +19,11 @@ from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
 from parbench.predict.calibration import Calibration, LinkFit, load_calibration
-from parbench.predict.costs import matmul_seconds
-from parbench.predict.microbench_fits import fit_link, fit_matmul, matmul_figures
+from parbench.metrics.flops import attention_flops_per_token
+from parbench.metrics.inference_cost import prefill_attention_flops
+from parbench.predict.costs import attention_seconds, matmul_seconds
+from parbench.predict.inference import prefill_compute_seconds
+from parbench.predict.microbench_fits import attention_figures, fit_link, fit_matmul, matmul_figures
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
 from parbench.models.shapes import param_counts
@@ -91,6 +95,35 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
     assert link.latency_s == pytest.approx(20e-6) and link.busbw_gbps == pytest.approx(5.0)
     tflops, half = fit_matmul([(f, 600 * f / (f + 2e9)) for f in (1e8, 1e9, 1e10, 1e12)])
     assert tflops == pytest.approx(600) and half == pytest.approx(2.0)
+
+
+def test_attention_costs_a_short_sequence_more_per_flop_as_its_microbenchmark_measured():
+    """The attention microbenchmark's shapes give the long-sequence rate, the extra keys a query costs
+    and the forward's speed-up; a step's and a prefill's attention then cost more per FLOP the shorter
+    the sequence, as FlashAttention measures (H100, 2026-11-26: 179 TFLOP/s at 1,024 tokens, 316 at 4,096)."""
+    rate = lambda s: 400 * (s / 2) / (s / 2 + 700)  # noqa: E731
+    shapes = [(8, 32, 8, 1024, 64), (4, 32, 8, 2048, 64), (1, 32, 8, 8192, 64)]
+    metrics = {f"attention_tflops/{'x'.join(map(str, s))}": rate(s[3]) for s in shapes}
+    metrics |= {k.replace("attention_", "attention_fwd_"): 1.5 * v for k, v in metrics.items()}
+    figures = attention_figures(metrics)
+    assert figures == pytest.approx({"attention_tflops": 400, "attention_extra_positions": 700,
+                                     "attention_forward_factor": 1.5})
+    cal = replace(load_calibration("h100_sxm"), **figures)
+
+    def per_flop(seq: int) -> float:
+        lay = Layout.of(cfg := compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b",
+                                       f"workload.seq_len={seq}", f"workload.batch_size={8192 // seq}"), validate(cfg, None))
+        flops = attention_flops_per_token(cfg.model, seq, causal=True) * lay.tokens_per_step
+        return attention_seconds(lay, cal) / flops
+
+    assert per_flop(1024) * 1e12 == pytest.approx(1 / rate(1024)) and per_flop(1024) > 1.7 * per_flop(8192)
+    infer = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload=inference",
+                    "workload.input_len=1024", "workload.batch_size=8")
+    lay = Layout.of(infer, validate(infer, None))
+    gemms_only = replace(cal, attention_extra_positions=0.0, attention_tflops=math.inf)
+    attention = prefill_compute_seconds(lay, lay.counts, cal) - prefill_compute_seconds(lay, lay.counts, gemms_only)
+    flops = prefill_attention_flops(infer.model, 8, 1024)
+    assert attention == pytest.approx(flops / (1.5 * rate(1024) * 1e12))
 
 
 def test_an_unaligned_head_runs_at_the_calibrated_unaligned_rate():

@@ -1,4 +1,4 @@
-"""Microbenchmark workloads on CPU/gloo through the real CLI: collectives, matmul, membw, tp_linear;
+"""Microbenchmark workloads on CPU/gloo through the real CLI: collectives, matmul, attention, membw, tp_linear;
 GPU-only workloads refused on CPU; the nvidia-smi topology parser."""
 
 from __future__ import annotations
@@ -78,6 +78,28 @@ def test_matmul_cpu_reports_positive_tflops(cli):
     assert run["metrics.matmul_tflops"] == run["metrics.matmul_tflops/128x256x64"]  # the most FLOPs
     assert "matmul_tflops.png" in artifacts(cli, run.run_id)
     assert "plan_params_total" not in run.index  # no model behind a microbenchmark
+
+
+def test_attention_cpu_forward_and_backward_tflops(cli):
+    """SDPA forward and backward per shape; the FLOPs the model counts (4 B H S D x S/2 forward
+    causal, twice that backward) over the measured times."""
+    cli.run("workload=attention", "workload.shapes=[[2,4,2,64,16],[1,4,4,128,8]]", "workload.iters=3",
+            "workload.warmup_iters=1")
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED" and run["params.workload.dtype"] == "fp32"
+    for shape, (b, h, _, s, d) in (("2x4x2x64x16", (2, 4, 2, 64, 16)), ("1x4x4x128x8", (1, 4, 4, 128, 8))):
+        forward = 4 * b * h * s * d * s / 2
+        both, fwd, bwd = (run[f"metrics.attention_{k}tflops/{shape}"] for k in ("", "fwd_", "bwd_"))
+        assert min(both, fwd, bwd) > 0
+        seconds = run[f"metrics.attention_time_us/{shape}"] * 1e-6
+        assert both == pytest.approx(3 * forward / seconds / 1e12)
+        assert seconds == pytest.approx(forward / fwd / 1e12 + 2 * forward / bwd / 1e12)
+    assert run["metrics.attention_tflops"] == run["metrics.attention_tflops/2x4x2x64x16"]  # the most FLOPs
+
+
+def test_attention_shapes_that_cannot_work_are_refused(cli):
+    proc = cli.run("workload=attention", "workload.shapes=[[2,6,4,64,16]]", check=False)
+    assert proc.returncode != 0 and "heads a multiple of kv_heads" in proc.stderr + proc.stdout
 
 
 def test_tp_linear_column_and_row_equal_unsharded(cli):

@@ -32,12 +32,17 @@ def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, itemsize: 
     return float(weight_bytes), float(kv_bytes_per_position(model, w.batch_size, itemsize) * context)
 
 
+def prefill_attention_flops(model: ModelConfig, batch_size: int, input_len: int) -> float:
+    """Forward FLOPs of the prompts' causal attention (attention_flops_per_token counts forward and
+    backward: 3 forwards' worth)."""
+    return batch_size * attention_flops_per_token(model, input_len, causal=True) / 3 * input_len
+
+
 def prefill_flops(model: ModelConfig, counts: ParamCounts, batch_size: int, input_len: int) -> float:
     """Forward FLOPs of prefilling `batch_size` prompts of `input_len` tokens (causal convention)."""
     head = model.vocab * model.hidden
-    # attention_flops_per_token counts forward and backward (3 forwards' worth).
-    attention = attention_flops_per_token(model, input_len, causal=True) / 3 * input_len
-    return batch_size * (2 * (counts.matmul_active - head) * input_len + 2 * head + attention)
+    return (batch_size * (2 * (counts.matmul_active - head) * input_len + 2 * head)
+            + prefill_attention_flops(model, batch_size, input_len))
 
 
 def decode_flops(model: ModelConfig, counts: ParamCounts, batch_size: int, context: float) -> float:

@@ -96,7 +96,12 @@ class Calibration:
     host_s_per_replayed_call: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
-    attention_tflops: float = 0.0  # causal attention's achieved rate (0: SPEC_ATTENTION_EFFICIENCY x matmul)
+    attention_tflops: float = 0.0  # causal attention's rate on long sequences (0: the large-GEMM rate)
+    # What each query costs beyond its keys, in keys: a short sequence's attention runs at
+    # attended / (attended + this) of attention_tflops (the masked diagonal tiles, each row's softmax
+    # statistics); 0 where not measured.
+    attention_extra_positions: float = 0.0
+    attention_forward_factor: float = 1.0  # the forward's rate over forward and backward's (inference's prefill)
     # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
     elementwise_factor: Dict[str, float] = field(default_factory=dict)
     # Share of the blocks' forward that checkpointing recomputes, by mode_key (else by mode, SPEC_RECOMPUTE).
@@ -132,9 +137,13 @@ class Calibration:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
 
-    def attention_rate(self) -> float:
-        """Causal attention's FLOP/s: measured, else the large-GEMM rate (a profile from before it was fitted)."""
-        return 1e12 * (self.attention_tflops or self.matmul_tflops)
+    def attention_seconds(self, flops: float, attended: float, forward_only: bool = False) -> float:
+        """Attention's time where each query attends `attended` keys on average: its FLOPs at the
+        long-sequence rate, as if each query attended attention_extra_positions more."""
+        rate = 1e12 * (self.attention_tflops or self.matmul_tflops)
+        if forward_only:
+            rate *= self.attention_forward_factor
+        return flops * (1 + self.attention_extra_positions / attended) / rate
 
     def inference_host(self, phase: str, layers: float) -> float:
         """Host seconds of one prefill or decode step of a model with this many layers per rank."""

@@ -3,6 +3,7 @@
     dense GEMMs     6 x matmul parameters x tokens, at the calibrated rate of the layout's GEMM size
                     (an unaligned vocabulary's head at the calibrated unaligned rate)
     attention       causal QK^T and AV (forward and backward), at attention's own calibrated rate
+                    for the sequence's length
     element-wise    norms, RoPE, SwiGLU, residuals, the weights' casts and the loss over the logits:
                     bytes over the memory bandwidth, times what eager or compiled steps were measured
                     to move beyond that minimum
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parbench.config.schema import ModelConfig
-from parbench.metrics.flops import attention_flops_per_token
+from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
@@ -80,8 +81,9 @@ def matmul_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
 
 
 def attention_seconds(layout: Layout, cal: Calibration) -> float:
-    flops = attention_flops_per_token(layout.cfg.model, layout.seq_len, causal=True)
-    return flops * tokens_per_device(layout) / cal.attention_rate()
+    m = layout.cfg.model
+    flops = attention_flops_per_token(m, layout.seq_len, causal=True) * tokens_per_device(layout)
+    return cal.attention_seconds(flops, attended_positions(layout.seq_len, True, m.sliding_window))
 
 
 def elementwise_per_token(layout: Layout, bias_gradients: bool = True) -> float:

@@ -1,7 +1,7 @@
 """The model's terms fitted from the training runs `parbench calibrate` makes, one term per run, in
 an order where each run adds one unknown to what the earlier ones fixed:
 
-    eager_long       seq x4, batch /4 (same tokens): what the longer sequence adds is attention -> its rate
+    (attention's rate across sequence lengths comes from its microbenchmark: microbench_fits.py)
     eager_none       the rest of an eager step beyond GEMMs, attention, optimizer -> eager element-wise factor
     compiled_none    the same for a compiled step -> compiled element-wise factor
     <mode>_full/selective   the step beyond the mode's none run -> share of the forward it recomputes
@@ -77,10 +77,6 @@ def keyed(field: str, key: str) -> Setter:
     return lambda cal, x: replace(cal, **{field: {**getattr(cal, field), key: x}})
 
 
-def seconds_per_attention_tflop(cal: Calibration, x: float) -> Calibration:
-    return replace(cal, attention_tflops=1 / x if x > 0 else math.inf)
-
-
 class Learner:
     """Fits term after term into a calibration; a fit that comes out non-positive or non-finite
     keeps the figure there was and says so in `notes`."""
@@ -105,18 +101,10 @@ class Learner:
             r = self.runs[run]
             self.fit(what, lambda cal: peak_memory(r.layout, cal), r.peak_gb, setter)
 
-    def attention(self) -> None:
-        """What the long-sequence run takes beyond the short one (the same tokens: only attention differs)."""
-        if "eager_long" in self.runs and "eager_none" in self.runs:
-            short, long_ = self.runs["eager_none"], self.runs["eager_long"]
-            self.fit("attention rate", lambda cal: step_time(long_.layout, cal) - step_time(short.layout, cal),
-                     long_.step_time_s - short.step_time_s, seconds_per_attention_tflop)
-
 
 def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
     """The calibration with every term the runs measure fitted; notes on the terms kept."""
     lr = Learner(cal, runs)
-    lr.attention()
     for mode in ("eager", "compiled"):
         lr.time_term(f"{mode}_none", f"{mode} element-wise factor", keyed("elementwise_factor", mode))
         for ac in ("selective", "full"):

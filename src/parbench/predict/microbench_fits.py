@@ -1,4 +1,4 @@
-"""The machine's figures from `parbench calibrate`'s microbenchmarks: the matmul rate curve, and
+"""The machine's figures from `parbench calibrate`'s microbenchmarks: the matmul and attention rate curves, and
 per link scope the latency and bus bandwidth of the collectives, with the overlap the profiled
 dp and fsdp runs measured (docs/plan.md, Calibration)."""
 
@@ -8,6 +8,7 @@ import statistics
 
 from parbench.config.schema import HardwareConfig
 from parbench.metrics.fits import fit_alpha_beta, fit_line
+from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.comm import BUS_FACTOR
@@ -22,13 +23,35 @@ def fit_link(points: list[tuple[float, float]]) -> LinkFit:
     return LinkFit(latency_s=max(fit.alpha_s, 0.0), busbw_gbps=fit.bandwidth_gbps)
 
 
-def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate) of
-    rate(F) = R F / (F + H): 1/rate is linear in 1/F with intercept 1/R and slope H/R."""
-    line = fit_line([1 / f for f, _ in points], [1 / r for _, r in points])
+def fit_saturating(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(size x, achieved rate) -> (R, X) of rate(x) = R x / (x + X), the rate of a large size and the
+    size at half of it: 1/rate is linear in 1/x with intercept 1/R and slope X/R."""
+    line = fit_line([1 / x for x, _ in points], [1 / r for _, r in points])
     if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
         return max(r for _, r in points), 0.0
-    return 1 / line.intercept, max(0.0, line.slope / line.intercept / 1e9)
+    return 1 / line.intercept, max(0.0, line.slope / line.intercept)
+
+
+def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(GEMM FLOPs, achieved TFLOP/s) -> (large-GEMM TFLOP/s, GFLOP at half that rate)."""
+    tflops, half_flops = fit_saturating(points)
+    return tflops, half_flops / 1e9
+
+
+def attention_figures(metrics: dict) -> dict[str, float]:
+    """The causal attention microbenchmark's figures: (keys a query attends to, TFLOP/s) of each
+    [batch, heads, kv_heads, seq_len, head_dim] shape -> the rate of long sequences and the keys
+    attended at half of it, i.e. the extra keys each query costs as (rate(a) = R a / (a + E)); and how
+    much faster the forward alone runs (median over the shapes)."""
+    shapes = [key.split("/")[1] for key in metrics if key.startswith("attention_tflops/")]
+    if not shapes:
+        return {}
+    tflops, extra = fit_saturating([(attended_positions(int(s.split("x")[3]), causal=True),
+                                     metrics[f"attention_tflops/{s}"]) for s in shapes])
+    forward = [metrics[f"attention_fwd_tflops/{s}"] / metrics[f"attention_tflops/{s}"] for s in shapes
+               if f"attention_fwd_tflops/{s}" in metrics]
+    return {"attention_tflops": tflops, "attention_extra_positions": extra,
+            "attention_forward_factor": statistics.median(forward) if forward else 1.0}
 
 
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:

@@ -23,3 +23,8 @@ def rank_mean(value: float, device: torch.device) -> float:
 
 def largest(values_by_size: dict[int, float]) -> float:
     return values_by_size[max(values_by_size)]
+
+
+def shape_name(shape: list[int]) -> str:
+    """A shape as metric names carry it: 4096x4096x4096."""
+    return "x".join(map(str, shape))

@@ -19,7 +19,7 @@ from parbench.metrics.timing import time_each
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
-from parbench.workloads.microbench.common import rank_mean
+from parbench.workloads.microbench.common import rank_mean, shape_name
 from parbench.workloads.specs.microbench import parse_size
 from parbench.workloads.reporting import StepReporter
 
@@ -29,10 +29,6 @@ def set_matmul_dtype(name: str) -> torch.dtype:
     """The tensor dtype; tf32 runs on fp32 tensors with TF32 tensor cores allowed (fp32 without)."""
     torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
     return torch.float32 if name == "tf32" else torch_dtype(name)
-
-
-def shape_name(shape: list[int]) -> str:
-    return "x".join(map(str, shape))
 
 
 def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, rotate_bytes: int):

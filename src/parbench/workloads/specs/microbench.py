@@ -88,6 +88,28 @@ def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
 
 
 @dataclass
+class AttentionWorkload:
+    name: str = "attention"
+    # [batch, heads, kv_heads, seq_len, head_dim]; the 1B Llama's heads at the same tokens per shape
+    shapes: List[List[int]] = field(default_factory=lambda: [[8, 32, 8, 1024, 64], [4, 32, 8, 2048, 64],
+                                                             [2, 32, 8, 4096, 64], [1, 32, 8, 8192, 64]])
+    causal: bool = True
+    dtype: str = "auto"  # bf16 on GPU, fp32 on CPU
+    warmup_iters: int = 5
+    iters: int = 20
+
+
+def validate_attention(cfg: Config, dims: ParallelDims) -> None:
+    w = cfg.workload
+    if w.dtype not in DTYPE_NAMES:
+        raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPE_NAMES)}")
+    if not w.shapes or any(len(s) != 5 or min(s) <= 0 or s[1] % s[2] for s in w.shapes):
+        raise ConfigError(f"workload.shapes={w.shapes}: give a list of [batch, heads, kv_heads, seq_len, head_dim] "
+                          "with positive sizes and heads a multiple of kv_heads, e.g. workload.shapes=[[4,32,8,2048,64]]")
+    check_iterations(w)
+
+
+@dataclass
 class CollectivesWorkload:
     name: str = "collectives"
     ops: List[str] = field(default_factory=lambda: list(COLLECTIVE_OPS))
@@ -194,6 +216,10 @@ def plan_matmul(cfg: Config, dims: ParallelDims) -> dict:
     return {"shapes": len(cfg.workload.shapes), "peak_tflops": cfg.hardware.peak_tflops[cfg.workload.dtype]}
 
 
+def plan_attention(cfg: Config, dims: ParallelDims) -> dict:
+    return {"shapes": len(cfg.workload.shapes), "causal": cfg.workload.causal}
+
+
 def plan_collectives(cfg: Config, dims: ParallelDims) -> dict:
     sizes = size_sweep(cfg.workload.begin, cfg.workload.end, cfg.workload.factor)
     return {"sizes": len(sizes), "size_min_bytes": sizes[0], "size_max_bytes": sizes[-1]}
@@ -219,6 +245,10 @@ WORKLOADS.register("matmul")(WorkloadSpec(
     schema=MatmulWorkload, validate=validate_matmul, run=MICROBENCH + "matmul:run", plan=plan_matmul,
     uses_model=False,
     summary_metrics=("matmul_tflops", "matmul_peak_fraction", "matmul_tflops_max", "matmul_tflops/*"),
+))
+WORKLOADS.register("attention")(WorkloadSpec(
+    schema=AttentionWorkload, validate=validate_attention, run=MICROBENCH + "attention:run", plan=plan_attention,
+    uses_model=False, summary_metrics=("attention_tflops", "attention_tflops_max", "attention_tflops/*"),
 ))
 WORKLOADS.register("collectives")(WorkloadSpec(
     schema=CollectivesWorkload, validate=validate_collectives, run=MICROBENCH + "collectives:run",

@@ -1,0 +1,67 @@
+"""Scaled dot-product attention throughput per device (torch's SDPA: FlashAttention or cuDNN on a GPU),
+forward and backward, for [batch, heads, kv_heads, seq_len, head_dim] shapes.
+
+    attention_tflops       = FLOPs of forward and backward / their time, the FLOPs as the model counts
+                             them: 4 B H S D x attended forward, twice that backward, attended the keys a
+                             query sees on average (S/2 causal); time = median over `iters` calls each
+    attention_fwd_tflops, attention_bwd_tflops   each pass alone
+Averaged over ranks. A short sequence runs far below a long one's rate (the masked diagonal tiles and
+each row's softmax statistics cost as much as many more keys would): `parbench calibrate` fits that."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from parbench.config.schema import Config
+from parbench.distenv import DistEnv
+from parbench.dtypes import torch_dtype
+from parbench.metrics.flops import attended_positions
+from parbench.metrics.timing import time_each
+from parbench.workloads.microbench.common import rank_mean, shape_name
+from parbench.workloads.reporting import StepReporter
+
+
+def forward_flops(shape: list[int], causal: bool) -> float:
+    batch, heads, _, seq, head_dim = shape
+    return 4 * batch * heads * seq * head_dim * attended_positions(seq, causal)
+
+
+def pass_seconds(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtype) -> tuple[float, float]:
+    """Median seconds of one forward and of one backward on this rank."""
+    w = cfg.workload
+    batch, heads, kv_heads, seq, head_dim = shape
+    q = torch.randn(batch, heads, seq, head_dim, dtype=dtype, device=env.device, requires_grad=True)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, dtype=dtype, device=env.device, requires_grad=True)
+            for _ in range(2))
+
+    def forward(_: int = 0) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=w.causal, enable_gqa=kv_heads != heads)
+
+    out = forward()
+    grad = torch.randn_like(out)
+    fwd = time_each(forward, w.iters, env.device, warmup=w.warmup_iters)
+    bwd = time_each(lambda _: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), w.iters, env.device,
+                    warmup=w.warmup_iters)
+    return statistics.median(fwd), statistics.median(bwd)
+
+
+def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
+    w = cfg.workload
+    dtype = torch_dtype(w.dtype)
+    points = []
+    for i, shape in enumerate(w.shapes):
+        fwd, bwd = (rank_mean(s, env.device) for s in pass_seconds(cfg, env, shape, dtype))
+        flops = forward_flops(shape, w.causal)
+        point = {"attention_tflops": 3 * flops / (fwd + bwd) / 1e12, "attention_fwd_tflops": flops / fwd / 1e12,
+                 "attention_bwd_tflops": 2 * flops / bwd / 1e12, "attention_time_us": (fwd + bwd) * 1e6}
+        points.append({"shape": shape_name(shape), "flops": 3 * flops, **point})
+        reporter.step(i, len(w.shapes), shape_name(shape), **point)
+    metrics = {f"{k}/{p['shape']}": p[k] for p in points for k in ("attention_tflops", "attention_fwd_tflops",
+                                                                     "attention_bwd_tflops", "attention_time_us")}
+    biggest = max(points, key=lambda p: p["flops"])
+    metrics.update(attention_tflops=biggest["attention_tflops"],
+                   attention_tflops_max=max(p["attention_tflops"] for p in points))
+    return {"metrics": metrics, "tables": {"attention": points}}
