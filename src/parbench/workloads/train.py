@@ -26,6 +26,7 @@ from parbench.parallel.model import ParallelModel, parallelize
 from parbench.parallel.specs import STRATEGIES
 from parbench.dtypes import torch_dtype
 from parbench.workloads.faults import inject_fault
+from parbench.workloads.manual_gc import manual_gc
 from parbench.workloads.reporting import StepReporter
 from parbench.workloads.specs.train import TrainWorkload, plan
 
@@ -106,6 +107,14 @@ def optimizer_stepper(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
     return step
 
 
+def autocast_context(w: TrainWorkload, env: DistEnv, pmodel: ParallelModel):
+    """bf16/fp16 autocast, unless fp32 or the strategy keeps its own mixed precision."""
+    dtype = torch_dtype(w.dtype)
+    if dtype == torch.float32 or pmodel.handles_mixed_precision:
+        return nullcontext()
+    return torch.autocast(env.device.type, dtype=dtype)
+
+
 def step_phase(w: TrainWorkload, step: int) -> str:
     """warmup, then the measured steps, then the profiler's window (profile)."""
     if step < w.warmup_steps:
@@ -118,9 +127,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     pmodel = build_parallel_model(cfg, env)
     # A strategy whose engine owns the optimizer (DeepSpeed) brings its own step.
     optimizer_step = pmodel.optimizer_step or optimizer_stepper(build_optimizer(w, pmodel))
-    dtype = torch_dtype(w.dtype)
-    autocast = (torch.autocast(env.device.type, dtype=dtype)
-                if dtype != torch.float32 and not pmodel.handles_mixed_precision else nullcontext())
+    autocast = autocast_context(w, env, pmodel)
     clock = StepClock(env.device)
     measured = range(w.warmup_steps, w.warmup_steps + w.steps)
     profiler = StepProfiler(cfg, env, reporter.job_dir, pmodel.parts, first_step=measured.stop)
@@ -151,22 +158,24 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
 
     profiler.start()
     try:
-        for step in range(total):
-            if step == measured.start:
-                meter.start()
-            if step == measured.stop:
-                meter.stop()
-            inject_fault(cfg, env, step, flush=read_all_steps)
-            inputs, labels = synthetic_batch(cfg, env, step)
-            with clock.step():
-                with autocast:
-                    loss = pmodel.forward_backward(inputs, labels)
-                optimizer_step()
-            dist.all_reduce(loss)  # mean over ranks = mean over the global batch
-            unread_losses.append(loss)
-            while len(unread_losses) > clock.lag:
-                read_step()
-            profiler.step()
+        with manual_gc(w.gc_interval) as collect_garbage:
+            for step in range(total):
+                if step == measured.start:
+                    meter.start()
+                if step == measured.stop:
+                    meter.stop()
+                inject_fault(cfg, env, step, flush=read_all_steps)
+                collect_garbage(step)
+                inputs, labels = synthetic_batch(cfg, env, step)
+                with clock.step():
+                    with autocast:
+                        loss = pmodel.forward_backward(inputs, labels)
+                    optimizer_step()
+                dist.all_reduce(loss)  # mean over ranks = mean over the global batch
+                unread_losses.append(loss)
+                while len(unread_losses) > clock.lag:
+                    read_step()
+                profiler.step()
         meter.stop()  # no window after the measured steps
     finally:  # a failing step still leaves the steps before it recorded
         read_all_steps()

@@ -35,11 +35,14 @@ class TrainWorkload:
     # in the loss (AdamW normalises the scale away); the exactness tests use it.
     optimizer: str = "adamw"
     init: str = "auto"  # full: whole model per rank then shard; meta: shard first (big models)
+    # Python's automatic garbage collection off during the steps, a generation-1 collection every
+    # gc_interval steps instead (torchtitan's gc_freq, Megatron's --manual-gc); 0: automatic.
+    gc_interval: int = 50
 
 
 def validate(cfg: Config, dims: ParallelDims) -> None:
     w = cfg.workload
-    check_fields(w, positive=("batch_size", "seq_len", "steps"), non_negative=("warmup_steps",))
+    check_fields(w, positive=("batch_size", "seq_len", "steps"), non_negative=("warmup_steps", "gc_interval"))
     require_peak(cfg.hardware, w.dtype)  # for MFU
     if w.activation_checkpointing not in AC_MODES:
         raise ConfigError(f"workload.activation_checkpointing={w.activation_checkpointing!r}: "
