@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -390,16 +390,7 @@ PY
     sweep case_qwen3 "${U[@]}" model=qwen3_1_7b workload.seq_len=2048 workload.batch_size=2 workload.steps=8 \
       workload.warmup_steps=3
     sweep case_gpt2 "${U[@]}" model=gpt2_xl workload.seq_len=1024 workload.batch_size=4 workload.steps=8 workload.warmup_steps=3
-    python - "$W" <<'PY' | tee "$W/host31.txt"
-import json, pathlib, sys
-for f in sorted(pathlib.Path(sys.argv[1]).glob("*/*/results.json")):
-    m = json.loads(f.read_text())["metrics"]
-    o = f.parent / ".hydra" / "overrides.yaml"
-    what = " ".join(x.strip("- ").split(".")[-1] for x in o.read_text().splitlines() if "layers" in x or "checkpointing" in x) if o.exists() else ""
-    print(f"{f.parent.parent.name:12s} {what:28s} step {1e3 * m['step_time_s']:8.2f} p10 {1e3 * m['step_time_s_p10']:8.2f} "
-          f"p90 {1e3 * m['step_time_s_p90']:8.2f} host {1e3 * m.get('host_dispatch_s', float('nan')):8.2f} ms "
-          f"pred {1e3 * m.get('predicted_step_time_s', float('nan')):8.2f}")
-PY
+    python benchmarks/run_table.py "$W" layers checkpointing | tee "$W/host31.txt"
     find "$W/tiny_profiled" -name steps.csv -exec cat {} \; > "$W/tiny_profiled_steps.txt"
     ;;
   prefill31)  # 1 GPU (issue 31), one call: the prefill replayed as a CUDA graph. Its GPU tests; Llama 1B at batch 1 and
@@ -437,20 +428,12 @@ PY
        workload.steps=20 profile.enabled=false)
     sweep depth "${U[@]}" model.layers=12,24,48
     sweep width "${U[@]}" model.layers=24 model.hidden=64,400 model.heads=4 model.kv_heads=4 model.ffn=256
-    python - "$W" <<'PY' | tee "$W/gpt2host31.txt"
-import json, pathlib, sys
-for f in sorted(pathlib.Path(sys.argv[1]).glob("*/*/results.json")):
-    m = json.loads(f.read_text())["metrics"]
-    o = f.parent / ".hydra" / "overrides.yaml"
-    what = " ".join(x.strip("- ").split(".")[-1] for x in o.read_text().splitlines() if "model." in x)
-    print(f"{what:50s} step {1e3 * m['step_time_s']:7.2f} ms  host_dispatch {1e3 * m.get('host_dispatch_s', float('nan')):7.2f} ms  "
-          f"predicted {1e3 * m.get('predicted_step_time_s', float('nan')):7.2f} ms")
-PY
+    python benchmarks/run_table.py "$W" model. | tee "$W/gpt2host31.txt"
     ;;
   ops31)  # 1 GPU (issue 31): where GPT-2 XL's under-predicted device time goes. Each op of a step alone against its
     # modelled cost (benchmarks/op_rates.py) for the accuracy cases' shapes, then a profiled eager step of GPT-2 XL
     # and of the 1B Llama at the same tokens (ops.csv: kernel time per op)
-    for shape in "model=gpt2_xl workload.seq_len=1024 workload.batch_size=4" \
+    [ "${OP_RATES:-1}" = 1 ] && for shape in "model=gpt2_xl workload.seq_len=1024 workload.batch_size=4" \
                  "model=gpt2_xl workload.seq_len=2048 workload.batch_size=4 model.max_seq_len=2048" \
                  "model=llama3_2_1b workload.seq_len=1024 workload.batch_size=4" \
                  "model=llama3_2_1b workload.seq_len=4096 workload.batch_size=2" \
@@ -460,7 +443,7 @@ PY
     pack
     U=(hardware.gpus_per_node=1 parallel=dp workload=train workload.seq_len=1024 workload.batch_size=4 workload.steps=6
        workload.warmup_steps=3 profile.enabled=true)
-    sweep profiled "${U[@]}" model=gpt2_xl,llama3_2_1b
+    sweep profiled "${U[@]}" model="${PROFILED:-gpt2_xl,llama3_2_1b}" "$@"
     python - "$W" <<'PY' | tee "$W/ops31.txt"
 import csv, collections, pathlib, sys
 for f in sorted(pathlib.Path(sys.argv[1]).glob("profiled/*/*/ops.csv")):
@@ -473,6 +456,15 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("profiled/*/*/ops.csv")):
     for (phase, op), s in by_op.most_common(25):
         print(f"  {phase:10s} {op:50s} {1e3 * s:8.2f} ms {100 * s / total:5.1f} %")
 PY
+    ;;
+  hostac31)  # 1 GPU (issue 31): what checkpointing adds to an eager step's host dispatch, by family. Host-bound steps
+    # (seq 128, batch 1) of GPT-2 XL (24 layers), the 1B Llama and Qwen3 1.7B under none, full and selective
+    U=(hardware.gpus_per_node=1 parallel=dp workload=train workload.seq_len=128 workload.batch_size=1 workload.steps=20
+       profile.enabled=false workload.activation_checkpointing=none,full,selective)
+    sweep gpt2 "${U[@]}" model=gpt2_xl model.layers=24
+    sweep llama "${U[@]}" model=llama3_2_1b
+    sweep qwen3 "${U[@]}" model=qwen3_1_7b
+    python benchmarks/run_table.py "$W" | tee "$W/hostac31.txt"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac
