@@ -21,7 +21,7 @@ def shown_overrides(job: Path, keys: list[str]) -> str:
 
 def main() -> None:
     root, keys = Path(sys.argv[1]), sys.argv[2:] or ["model", "checkpointing"]
-    for f in sorted(root.glob("**/results.json")):
+    for f in sorted(root.glob("*/*/results.json")):
         m = json.loads(f.read_text())["metrics"]
         ms = lambda k: 1e3 * m.get(k, math.nan)  # noqa: E731
         print(f"{f.parent.parent.name:14s} {shown_overrides(f.parent, keys):46s} step {ms('step_time_s'):8.2f} "
