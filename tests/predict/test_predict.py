@@ -121,7 +121,7 @@ def test_attention_costs_a_short_sequence_more_per_flop_as_its_microbenchmark_me
                     "workload.input_len=1024", "workload.batch_size=8")
     lay = Layout.of(infer, validate(infer, None))
     gemms_only = replace(cal, attention_extra_positions=0.0, attention_tflops=math.inf)
-    attention = prefill_compute_seconds(lay, lay.counts, cal) - prefill_compute_seconds(lay, lay.counts, gemms_only)
+    attention = prefill_compute_seconds(lay, cal) - prefill_compute_seconds(lay, gemms_only)
     flops = prefill_attention_flops(infer.model, 8, 1024)
     assert attention == pytest.approx(flops / (1.5 * rate(1024) * 1e12))
 

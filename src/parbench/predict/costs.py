@@ -20,7 +20,7 @@ from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
-from parbench.models.shapes import FP32, aligned, size
+from parbench.models.shapes import FP32, aligned, numel, size
 
 # Bytes each parameter's optimizer step reads and writes: AdamW reads p, g and both moments and
 # writes p and the moments (28 B at fp32); SGD reads p and g and writes p (12 B).
@@ -60,6 +60,18 @@ def tokens_per_device(layout: Layout) -> float:
     return layout.tokens_per_step / layout.dims.world_size
 
 
+def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float) -> float:
+    """The dense GEMMs but the head's: each block weight matrix's FLOPs (flops_per_param per
+    parameter) at the rate of its own GEMM over `gemm_tokens` rows on one tp rank, so a block's small
+    projections (k and v under GQA, GPT-2's 1,600-wide ones) run below its MLP's rate; experts at the
+    typical GEMM's rate."""
+    m, tp = layout.cfg.model, layout.dims.tp
+    matrices = [numel(shape) for name, shape in layout.shapes.block if len(shape) == 2 and ".experts." not in name]
+    own = sum(flops_per_param * p * m.layers / cal.matmul_rate(2 * gemm_tokens * p / tp) for p in matrices)
+    rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden
+    return own + flops_per_param * rest / cal.matmul_rate(typical_gemm_flops(m, gemm_tokens, tp))
+
+
 def head_flops(layout: Layout) -> float:
     """The head's GEMM FLOPs on one device of the last stage, which holds it and sets the pipeline's pace."""
     m = layout.cfg.model
@@ -72,7 +84,9 @@ def matmul_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
     multiple of 8."""
     m = layout.cfg.model
     rate = cal.matmul_rate(typical_gemm_flops(m, layout.microbatch_tokens, layout.dims.tp))
-    seconds, head = 6 * layout.counts.matmul_active * tokens_per_device(layout) / rate, head_flops(layout) / rate
+    head_share = 6 * m.vocab * m.hidden * tokens_per_device(layout) / rate  # the head's FLOPs spread over the devices
+    seconds = gemm_seconds(layout, cal, layout.microbatch_tokens, 6 * tokens_per_device(layout)) + head_share
+    head = head_flops(layout) / rate
     if not aligned((m.vocab,)):
         head_gemm = 2 * layout.microbatch_tokens * m.vocab * m.hidden / layout.dims.tp
         unaligned = head_flops(layout) / cal.matmul_rate(head_gemm) * (1 / cal.unaligned_matmul_factor - 1)

@@ -5,7 +5,8 @@ calibrated memory bandwidth, and tp's and pp's collectives through the latency-b
 A batch's forward passes the pipeline's stages one after the other, so its time is the sum over
 the stages of one tp rank's work, i.e. the whole model's work over tp:
 
-    TTFT = max(GEMM FLOPs / tp / rate + attention + (weights + element-wise traffic) / tp / bandwidth, prefill dispatch)
+    TTFT = max(each GEMM's FLOPs / tp / the rate of its size + attention + element-wise traffic / tp / bandwidth,
+               prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch adds, as a decode step's)
     TPOT = max(decode FLOPs / tp / peak rate, weights x read factor / tp / bandwidth + attention) + decode step's host time
            + tp all-reduces + pp sends
@@ -27,12 +28,12 @@ from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config
 from parbench.metrics.flops import attended_positions
 from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, mean_decode_context,
-                                             prefill_attention_flops, prefill_flops)
+                                             prefill_attention_flops)
 from parbench.models import ParamCounts
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.costs import elementwise_per_token, typical_gemm_flops
+from parbench.predict.costs import elementwise_per_token, gemm_seconds, typical_gemm_flops
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
@@ -158,30 +159,30 @@ def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration)
     return cal.elementwise_seconds(nbytes, resolved_decode_mode(layout.cfg) == "compile")
 
 
-def prefill_compute_seconds(layout: Layout, counts: ParamCounts, cal: Calibration) -> float:
-    """The prompts' GEMMs at the rate of their size, and their causal attention at its own rate for
-    the prompt's length (forward only)."""
+def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
+    """The prompts' GEMMs, each at the rate of its size, the last positions' head, and their causal
+    attention at its own rate for the prompt's length (forward only)."""
     w, m = layout.cfg.workload, layout.cfg.model
     attention = prefill_attention_flops(m, w.batch_size, w.input_len)
-    gemms = prefill_flops(m, counts, w.batch_size, w.input_len) - attention
     attended = attended_positions(w.input_len, True, m.sliding_window)
-    return (compute_seconds(layout, gemms, w.batch_size * w.input_len, cal)
+    tokens, head = w.batch_size * w.input_len, 2 * w.batch_size * m.vocab * m.hidden  # the last positions' logits
+    return (gemm_seconds(layout, cal, tokens, 2 * tokens / layout.dims.tp) + compute_seconds(layout, head, tokens, cal)
             + cal.attention_seconds(attention / layout.dims.tp, attended, forward_only=True))
 
 
-def prefill(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
-    """The prompts' forward: their GEMMs and attention, plus one read of the weights and the element-wise
-    traffic, plus its collectives; and the host's part: a replayed graph's launch and token copy,
+def prefill(layout: Layout, cal: Calibration) -> Forward:
+    """The prompts' forward: their GEMMs and attention (a GEMM's rate at its size already pays for
+    reading its weights: the matmul benchmark's operands come from memory, never L2), plus the
+    element-wise traffic, plus its collectives; and the host's part: a replayed graph's launch and token copy,
     as a decode step's, or the dispatch of a prefill launched op by op."""
     w = layout.cfg.workload
     tokens = w.batch_size * w.input_len
-    weights, _ = decode_bytes_per_step(layout.cfg.model, counts, w, layout.dtype_bytes)
-    memory = read_seconds(layout, weights, cal) + prefill_elementwise_seconds(layout, tokens, cal)
+    memory = prefill_elementwise_seconds(layout, tokens, cal)
     graphed = prefill_graphed(layout.cfg)
     # A replayed prefill adds its launch and the token's copy, a decode step's per-step figure; not the
     # per-layer one, the latencies of a decode step's short kernels, which a prefill's longer ones hide.
     host = layout.dims.pp * cal.inference_host("decode", 0) if graphed else host_seconds(layout, "prefill", cal)
-    return Forward(prefill_compute_seconds(layout, counts, cal), memory, comm_seconds(layout, tokens, cal),
+    return Forward(prefill_compute_seconds(layout, cal), memory, comm_seconds(layout, tokens, cal),
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 
 
@@ -227,5 +228,5 @@ def predict_inference(cfg: Config, dims: ParallelDims, cal: Calibration) -> Infe
     """TTFT, TPOT and E2E of one batch of the native engine on tp x pp ranks."""
     layout = Layout.of(cfg, dims)
     counts, w = layout.counts, cfg.workload
-    return InferencePrediction(prefill(layout, counts, cal), decode_step(layout, counts, cal), w.batch_size,
+    return InferencePrediction(prefill(layout, cal), decode_step(layout, counts, cal), w.batch_size,
                                w.output_len, cal.label(cfg.hardware.name))
