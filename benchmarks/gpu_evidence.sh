@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -465,6 +465,22 @@ PY
     sweep llama "${U[@]}" model=llama3_2_1b
     sweep qwen3 "${U[@]}" model=qwen3_1_7b
     python benchmarks/run_table.py "$W" | tee "$W/hostac31.txt"
+    ;;
+  unseen31)  # 1 GPU (issue 31): cases outside the accuracy benchmark's list, with the shipped profile: what a new
+    # user sees first (the default run, inference and the attention microbenchmark), then layouts the model never saw
+    sweep default hardware.gpus_per_node=1
+    sweep default_inference workload=inference hardware.gpus_per_node=1
+    sweep attention workload=attention hardware.gpus_per_node=1
+    U=(hardware.gpus_per_node=1 parallel=dp workload=train workload.steps=8 workload.warmup_steps=3 profile.enabled=false)
+    sweep train_llama "${U[@]}" model=llama3_2_1b workload.seq_len=2048 workload.batch_size=4 workload.compile=true \
+      workload.activation_checkpointing=selective
+    sweep train_llama8k "${U[@]}" model=llama3_2_1b workload.seq_len=8192 workload.batch_size=1 workload.activation_checkpointing=full
+    sweep train_qwen3 "${U[@]}" model=qwen3_1_7b workload.seq_len=1024 workload.batch_size=8
+    sweep train_gpt2 "${U[@]}" model=gpt2_xl workload.seq_len=1024 workload.batch_size=8 workload.compile=true
+    I=(hardware.gpus_per_node=1 parallel=dp workload=inference workload.output_len=64 workload.repeats=3 workload.profile=false)
+    sweep infer_qwen3 "${I[@]}" model=qwen3_1_7b workload.input_len=1024 workload.batch_size=16
+    sweep infer_gpt2 "${I[@]}" model=gpt2_xl workload.input_len=1024 workload.batch_size=2
+    python benchmarks/run_table.py "$W" model workload. | tee "$W/unseen31.txt"
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 """One line per run under a folder of Hydra job dirs: the overrides that vary, step time with its
-p10 and p90, the host's dispatch time and the model's prediction (gpu_evidence.sh's host suites).
+p10 and p90, the host's dispatch time and the model's prediction (an inference run: TTFT and TPOT
+beside theirs); gpu_evidence.sh's host and unseen-case suites.
 
     python benchmarks/run_table.py DIR [KEY_SUBSTRING ...]   (default keys: model, checkpointing)"""
 
@@ -24,9 +25,13 @@ def main() -> None:
     for f in sorted(root.glob("*/*/results.json")):
         m = json.loads(f.read_text())["metrics"]
         ms = lambda k: 1e3 * m.get(k, math.nan)  # noqa: E731
-        print(f"{f.parent.parent.name:14s} {shown_overrides(f.parent, keys):46s} step {ms('step_time_s'):8.2f} "
-              f"p10 {ms('step_time_s_p10'):8.2f} p90 {ms('step_time_s_p90'):8.2f} host {ms('host_dispatch_s'):8.2f} "
-              f"ms pred {ms('predicted_step_time_s'):8.2f}")
+        what = f"{f.parent.parent.name:14s} {shown_overrides(f.parent, keys):46s}"
+        if "ttft_s" in m:  # an inference run
+            print(f"{what} TTFT {ms('ttft_s'):8.3f} pred {ms('predicted_ttft_s'):8.3f} TPOT {ms('tpot_s'):7.3f} "
+                  f"pred {ms('predicted_tpot_s'):7.3f} ms")
+        else:
+            print(f"{what} step {ms('step_time_s'):8.2f} p10 {ms('step_time_s_p10'):8.2f} p90 {ms('step_time_s_p90'):8.2f} "
+                  f"host {ms('host_dispatch_s'):8.2f} ms pred {ms('predicted_step_time_s'):8.2f}")
 
 
 if __name__ == "__main__":
