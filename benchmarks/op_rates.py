@@ -4,9 +4,10 @@ and backward, and the element-wise ops of a block, one model and shape per line 
 
     python benchmarks/op_rates.py [--out table.md] OVERRIDES...   (e.g. model=gpt2_xl workload.seq_len=1024 workload.batch_size=4)
 
-The model costs every GEMM at the rate of the layout's typical one (the MLP's first); the column
-`own size` costs each at the rate of its own FLOPs, so the table shows which of the two the GEMMs
-follow and how far a family's shapes (GPT-2's 1,600-wide blocks, 25 heads) sit from the curve."""
+The column `own size` is what the model does (each GEMM at the matmul curve's rate for its FLOPs);
+`typical` costs every GEMM at the rate of the layout's MLP's first, as the model did before
+2026-11-26, so the table shows how far a family's shapes (GPT-2's 1,600-wide blocks, 25 heads) sit
+from the curve. Attention rows: the calibrated curve for the sequence's length."""
 
 from __future__ import annotations
 
@@ -104,14 +105,14 @@ def table(overrides: list[str]) -> str:
     rest = elementwise_rows(cfg, device, dtype)
     gpu = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     lines = [f"### {' '.join(overrides)} ({gpu}, profile: {cal.label(cfg.hardware.name)})", "",
-             "| op | GFLOP | measured µs | TFLOP/s | model µs | own-size µs |", "|---|---|---|---|---|---|"]
+             "| op | GFLOP | measured µs | TFLOP/s | typical µs | own-size µs |", "|---|---|---|---|---|---|"]
     for name, flops, s, model_s, own_s in rows:
         lines.append(f"| {name} | {flops / 1e9:.1f} | {1e6 * s:.0f} | {flops / s / 1e12:.0f} | {1e6 * model_s:.0f} "
                      f"| {1e6 * own_s:.0f} |")
     lines += [f"| {name} | | {1e6 * s:.0f} | | | |" for name, _, s, _, _ in rest]
     block = [r for r in rows if not r[0].startswith("head")]
     per_layer = [sum(r[i] for r in block) for i in (2, 3, 4)]
-    lines += ["", f"one block (GEMMs + attention): measured {1e3 * per_layer[0]:.2f} ms, model {1e3 * per_layer[1]:.2f} ms "
+    lines += ["", f"one block (GEMMs + attention): measured {1e3 * per_layer[0]:.2f} ms, typical {1e3 * per_layer[1]:.2f} ms "
               f"({100 * (per_layer[1] / per_layer[0] - 1):+.1f} %), own-size {1e3 * per_layer[2]:.2f} ms "
               f"({100 * (per_layer[2] / per_layer[0] - 1):+.1f} %)", ""]
     return "\n".join(lines)

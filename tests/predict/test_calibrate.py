@@ -24,7 +24,7 @@ from conftest import compose
 ONE_CPU = ["hardware=cpu", "hardware.gpus_per_node=1"]
 REAL_RUN = subprocess.run  # what is not a calibration run (mlflow's own git calls) runs for real
 TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_positions=300.0,
-                attention_forward_factor=1.4, elementwise_factor={"eager": 2.5, "compiled": 1.2},
+                attention_forward_tflops=0.07, attention_forward_extra_positions=200.0, elementwise_factor={"eager": 2.5, "compiled": 1.2},
                 recompute={"eager/selective": 0.3, "eager/full": 0.9, "compiled/selective": 0.1, "compiled/full": 0.8},
                 activation_scale={"eager/none": 1.3, "eager/selective": 1.1, "compiled/none": 0.7, "compiled/selective": 0.6},
                 logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
@@ -41,9 +41,9 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {"membw_gbps": truth.membw_gbps}
     if name == "attention":  # the FLOPs of forward and backward, each query attending seq / 2 keys
         shapes = calibrate.benchmarks(compose(*overrides))["attention"][1].split("=")[1]
-        rates = {"x".join(map(str, s)): 1e-12 / truth.attention_seconds(1.0, s[3] / 2) for s in json.loads(shapes)}
-        return {**{f"attention_tflops/{k}": r for k, r in rates.items()},
-                **{f"attention_fwd_tflops/{k}": r * truth.attention_forward_factor for k, r in rates.items()}}
+        rate = lambda s, fwd: 1e-12 / truth.attention_seconds(1.0, s[3] / 2, forward_only=fwd)  # noqa: E731
+        return {f"attention_{p}tflops/{'x'.join(map(str, s))}": rate(s, p == "fwd_")
+                for s in json.loads(shapes) for p in ("", "fwd_")}
     layout = calibrate.benchmark_layout(overrides, name)
     if name.startswith("infer_"):
         p = predict_inference(layout.cfg, layout.dims, truth)
@@ -93,7 +93,8 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     results = calibrate.run_all(overrides, calibrate.benchmarks(cfg), tmp_path)
     cal, notes = calibrate.fit(cfg, overrides, results, load_calibration("cpu"))
     assert not [n for n in notes if "kept the figure" in n]
-    attention = ("attention_tflops", "attention_extra_positions", "attention_forward_factor")
+    attention = ("attention_tflops", "attention_extra_positions", "attention_forward_tflops",
+                 "attention_forward_extra_positions")
     assert [getattr(cal, f) for f in attention] == pytest.approx([getattr(TRUTH, f) for f in attention], rel=1e-2)
     host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "kv_read_factor")
     assert [getattr(cal, f) for f in host] == pytest.approx([getattr(TRUTH, f) for f in host], rel=1e-2)

@@ -21,7 +21,7 @@ from parbench.predict import predict
 from parbench.predict.calibration import Calibration, LinkFit, load_calibration
 from parbench.metrics.flops import attention_flops_per_token
 from parbench.metrics.inference_cost import prefill_attention_flops
-from parbench.predict.costs import attention_seconds, matmul_seconds
+from parbench.predict.costs import attention_seconds, matmul_seconds, typical_gemm_flops
 from parbench.predict.inference import prefill_compute_seconds
 from parbench.predict.microbench_fits import attention_figures, fit_link, fit_matmul, matmul_figures
 from parbench.predict.comm import step_comms
@@ -98,8 +98,8 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
 
 
 def test_attention_costs_a_short_sequence_more_per_flop_as_its_microbenchmark_measured():
-    """The attention microbenchmark's shapes give the long-sequence rate, the extra keys a query costs
-    and the forward's speed-up; a step's and a prefill's attention then cost more per FLOP the shorter
+    """The attention microbenchmark's shapes give the long-sequence rate and the extra keys a query
+    costs, of forward and backward and of the forward alone; a step's and a prefill's attention then cost more per FLOP the shorter
     the sequence, as FlashAttention measures (H100, 2026-11-26: 179 TFLOP/s at 1,024 tokens, 316 at 4,096)."""
     rate = lambda s: 400 * (s / 2) / (s / 2 + 700)  # noqa: E731
     shapes = [(8, 32, 8, 1024, 64), (4, 32, 8, 2048, 64), (1, 32, 8, 8192, 64)]
@@ -107,7 +107,7 @@ def test_attention_costs_a_short_sequence_more_per_flop_as_its_microbenchmark_me
     metrics |= {k.replace("attention_", "attention_fwd_"): 1.5 * v for k, v in metrics.items()}
     figures = attention_figures(metrics)
     assert figures == pytest.approx({"attention_tflops": 400, "attention_extra_positions": 700,
-                                     "attention_forward_factor": 1.5})
+                                     "attention_forward_tflops": 600, "attention_forward_extra_positions": 700})
     cal = replace(load_calibration("h100_sxm"), **figures)
 
     def per_flop(seq: int) -> float:
@@ -120,10 +120,32 @@ def test_attention_costs_a_short_sequence_more_per_flop_as_its_microbenchmark_me
     infer = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload=inference",
                     "workload.input_len=1024", "workload.batch_size=8")
     lay = Layout.of(infer, validate(infer, None))
-    gemms_only = replace(cal, attention_extra_positions=0.0, attention_tflops=math.inf)
+    gemms_only = replace(cal, attention_tflops=math.inf, attention_forward_tflops=math.inf)
     attention = prefill_compute_seconds(lay, cal) - prefill_compute_seconds(lay, gemms_only)
     flops = prefill_attention_flops(infer.model, 8, 1024)
     assert attention == pytest.approx(flops / (1.5 * rate(1024) * 1e12))
+
+
+@pytest.mark.parametrize("model", ["llama3_2_1b", "gpt2_xl", "mixtral_8x7b"])
+def test_each_block_gemm_runs_at_the_rate_of_its_size(model):
+    """Every matmul parameter is costed once (blocks at their own GEMM's rate, experts and the head at
+    the typical one): with no size penalty the GEMMs are 6 N T / R; with one, GQA's k and v (or GPT-2's
+    narrow projections) cost more per FLOP than the MLP, and tp=2 halves each rank's GEMMs."""
+    def gemms(cal, tp=1):
+        cfg = compose("hardware=h100_sxm", f"hardware.gpus_per_node={tp}", f"model={model}", "workload.seq_len=1024",
+                      "workload.batch_size=4", f"parallel.tp={tp}", "parallel.dp=1")
+        lay = Layout.of(cfg, validate(cfg, None))
+        return matmul_seconds(lay, cal)[0], lay
+
+    flat = replace(load_calibration("h100_sxm"), matmul_half_gflop=0.0, unaligned_matmul_factor=1.0, membw_gbps=0.0)
+    seconds, lay = gemms(flat)
+    assert seconds == pytest.approx(6 * lay.counts.matmul_active * lay.tokens_per_step / (flat.matmul_tflops * 1e12))
+    curved = replace(flat, matmul_half_gflop=20.0)
+    mlp_rate_only = 6 * lay.counts.matmul_active * lay.tokens_per_step / curved.matmul_rate(
+        typical_gemm_flops(lay.cfg.model, lay.microbatch_tokens, 1))
+    assert gemms(curved)[0] > mlp_rate_only
+    if model != "gpt2_xl":  # 25 heads: no tp=2
+        assert gemms(flat, tp=2)[0] == pytest.approx(seconds / 2)
 
 
 def test_an_unaligned_head_runs_at_the_calibrated_unaligned_rate():

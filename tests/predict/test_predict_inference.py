@@ -4,16 +4,17 @@ predicted figures beside the measured ones."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
-from parbench.metrics.inference_cost import prefill_flops
+from parbench.metrics.inference_cost import prefill_attention_flops
 from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.inference import predict_inference
-from parbench.models.shapes import param_counts
+from parbench.models.shapes import model_shapes, param_counts
 from conftest import compose
 
 FP32 = 4
@@ -42,13 +43,19 @@ def prefill_elementwise_bytes(cfg) -> float:
     return (10 * m.hidden + 2 * qk + 3 * m.ffn) * FP32 * w.batch_size * w.input_len * m.layers
 
 
-def test_tpot_is_the_bytes_read_over_the_bandwidth_and_ttft_the_prefill_flops_plus_its_element_wise_traffic():
-    """A GEMM's rate already pays for reading its weights (the matmul benchmark's operands come from
-    memory), so the prefill reads no weights beyond its FLOPs; a decode step is the bytes it reads."""
+def test_tpot_is_the_bytes_read_over_the_bandwidth_and_ttft_each_gemm_plus_its_element_wise_traffic():
+    """A decode step is the bytes it reads. A prefill is each GEMM, at its FLOPs or the read of its
+    weights where that is longer (the matmul benchmark's operands come from memory, so a GEMM's rate
+    already pays for its read, and nothing reads the weights again), then attention and element-wise."""
     cfg, p = prediction()
+    m = cfg.model
     assert p.tpot_s == pytest.approx(decode_bytes(cfg) / 10e9)
-    assert p.ttft_s == pytest.approx(prefill_flops(cfg.model, param_counts(cfg.model), 2, 32) / 1e12
-                                     + prefill_elementwise_bytes(cfg) / 10e9)
+    gemm = lambda rows, weights: max(2 * rows * weights / 1e12, weights * FP32 / 10e9)  # noqa: E731
+    block = [math.prod(shape) for name, shape in model_shapes(m).block if len(shape) == 2]
+    norms = param_counts(m).matmul_active - m.layers * sum(block) - m.vocab * m.hidden  # 6N's convention counts them
+    attention = prefill_attention_flops(m, 2, 32) / 1e12
+    assert p.ttft_s == pytest.approx(m.layers * sum(gemm(64, w) for w in block) + gemm(2, m.vocab * m.hidden)
+                                     + 2 * 64 * norms / 1e12 + attention + prefill_elementwise_bytes(cfg) / 10e9)
     assert p.e2e_s == pytest.approx(p.ttft_s + 7 * p.tpot_s) and p.output_tokens_per_s == pytest.approx(16 / p.e2e_s)
     assert p.decode.bottleneck == "memory bandwidth"
 

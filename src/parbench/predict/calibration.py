@@ -101,7 +101,9 @@ class Calibration:
     # attended / (attended + this) of attention_tflops (the masked diagonal tiles, each row's softmax
     # statistics); 0 where not measured.
     attention_extra_positions: float = 0.0
-    attention_forward_factor: float = 1.0  # the forward's rate over forward and backward's (inference's prefill)
+    # The same two figures of the forward alone (a prefill's); 0: the forward and backward's.
+    attention_forward_tflops: float = 0.0
+    attention_forward_extra_positions: float = 0.0
     # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
     elementwise_factor: Dict[str, float] = field(default_factory=dict)
     # Share of the blocks' forward that checkpointing recomputes, by mode_key (else by mode, SPEC_RECOMPUTE).
@@ -140,10 +142,10 @@ class Calibration:
     def attention_seconds(self, flops: float, attended: float, forward_only: bool = False) -> float:
         """Attention's time where each query attends `attended` keys on average: its FLOPs at the
         long-sequence rate, as if each query attended attention_extra_positions more."""
-        rate = 1e12 * (self.attention_tflops or self.matmul_tflops)
-        if forward_only:
-            rate *= self.attention_forward_factor
-        return flops * (1 + self.attention_extra_positions / attended) / rate
+        tflops, extra = self.attention_tflops or self.matmul_tflops, self.attention_extra_positions
+        if forward_only and self.attention_forward_tflops:
+            tflops, extra = self.attention_forward_tflops, self.attention_forward_extra_positions
+        return flops * (1 + extra / attended) / (1e12 * tflops)
 
     def inference_host(self, phase: str, layers: float) -> float:
         """Host seconds of one prefill or decode step of a model with this many layers per rank."""
@@ -240,6 +242,7 @@ def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
         return cal
     r = peaks[dtype] / peaks[cal.dtype]
     return replace(cal, dtype=dtype, matmul_tflops=cal.matmul_tflops * r, attention_tflops=cal.attention_tflops * r,
+                   attention_forward_tflops=cal.attention_forward_tflops * r,
                    matmul_half_gflop=cal.matmul_half_gflop * r,
                    source=f"{cal.source} (its {cal.dtype} rates x {r:.3g} for {dtype})")
 

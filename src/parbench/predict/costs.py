@@ -1,7 +1,8 @@
 """Compute time of one training step on one device, op by op:
 
-    dense GEMMs     6 x matmul parameters x tokens, at the calibrated rate of the layout's GEMM size
-                    (an unaligned vocabulary's head at the calibrated unaligned rate)
+    dense GEMMs     6 x matmul parameters x tokens, each block matrix at the calibrated rate of its
+                    own GEMM's size (the head at the MLP's; an unaligned vocabulary's at the calibrated
+                    unaligned rate)
     attention       causal QK^T and AV (forward and backward), at attention's own calibrated rate
                     for the sequence's length
     element-wise    norms, RoPE, SwiGLU, residuals, the weights' casts and the loss over the logits:
@@ -60,14 +61,23 @@ def tokens_per_device(layout: Layout) -> float:
     return layout.tokens_per_step / layout.dims.world_size
 
 
+def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float) -> float:
+    """One GEMM: its FLOPs at the rate of its size, or the read of its weights where that is longer
+    (a GEMM of few rows, such as a prefill's head over each sequence's last position)."""
+    read = weight_bytes / (cal.membw_gbps * 1e9) if cal.membw_gbps else 0.0
+    return max(flops / cal.matmul_rate(flops), read)
+
+
 def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float) -> float:
     """The dense GEMMs but the head's: each block weight matrix's FLOPs (flops_per_param per
-    parameter) at the rate of its own GEMM over `gemm_tokens` rows on one tp rank, so a block's small
-    projections (k and v under GQA, GPT-2's 1,600-wide ones) run below its MLP's rate; experts at the
-    typical GEMM's rate."""
+    parameter) as GEMMs over `gemm_tokens` rows on one tp rank, each at the rate of its own size
+    (gemm_call_seconds), so a block's small projections (k and v under GQA, GPT-2's 1,600-wide ones)
+    run below its MLP's rate; experts at the typical GEMM's rate."""
     m, tp = layout.cfg.model, layout.dims.tp
+    calls = flops_per_param * tp / (2 * gemm_tokens)  # GEMMs of each matrix (forward, backward's two)
     matrices = [numel(shape) for name, shape in layout.shapes.block if len(shape) == 2 and ".experts." not in name]
-    own = sum(flops_per_param * p * m.layers / cal.matmul_rate(2 * gemm_tokens * p / tp) for p in matrices)
+    own = sum(calls * m.layers * gemm_call_seconds(cal, 2 * gemm_tokens * p / tp, p * layout.dtype_bytes / tp)
+              for p in matrices)
     rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden
     return own + flops_per_param * rest / cal.matmul_rate(typical_gemm_flops(m, gemm_tokens, tp))
 
@@ -79,9 +89,9 @@ def head_flops(layout: Layout) -> float:
 
 
 def matmul_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
-    """(all dense GEMMs, the head's among them): the FLOPs shared evenly by the devices at the rate
-    of the layout's typical GEMM; the head's at the unaligned rate where the vocabulary is not a
-    multiple of 8."""
+    """(all dense GEMMs, the head's among them): the blocks' matrices at the rates of their sizes
+    (gemm_seconds), the head's FLOPs shared evenly by the devices at the rate of the layout's typical
+    GEMM, at the unaligned rate where the vocabulary is not a multiple of 8."""
     m = layout.cfg.model
     rate = cal.matmul_rate(typical_gemm_flops(m, layout.microbatch_tokens, layout.dims.tp))
     head_share = 6 * m.vocab * m.hidden * tokens_per_device(layout) / rate  # the head's FLOPs spread over the devices

@@ -1,5 +1,6 @@
-"""Host dispatch costs fitted from the tiny-model runs `parbench calibrate` makes (a tiny model's
-step is the host's: its kernels finish long before the next is dispatched):
+"""Host dispatch costs fitted from the host-bound runs `parbench calibrate` makes (the tiny model's,
+and on a GPU the 1B Llama's full checkpointing at 128 tokens: their kernels finish long before the
+next is dispatched):
 
     host seconds = per step + per dispatch x (forward calls + backward ops)
                    + per replayed call x a checkpointed layer's forward calls (the mode's: full, selective)

@@ -33,7 +33,7 @@ from parbench.models import ParamCounts
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.costs import elementwise_per_token, gemm_seconds, typical_gemm_flops
+from parbench.predict.costs import elementwise_per_token, gemm_call_seconds, gemm_seconds, typical_gemm_flops
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
@@ -43,7 +43,7 @@ TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
 class Forward:
     """One forward of the batch through every stage, by part."""
 
-    compute_s: float  # matmul FLOPs at the calibrated rate
+    compute_s: float  # GEMM (and a prefill's attention) FLOPs at their calibrated rates
     memory_s: float  # bytes read over the calibrated bandwidth
     comm_s: dict[str, float]  # strategy -> seconds (nothing hides it: each waits for the last)
     roofline: bool  # compute and memory traffic overlap and the larger counts; else they add
@@ -160,14 +160,16 @@ def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration)
 
 
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
-    """The prompts' GEMMs, each at the rate of its size, the last positions' head, and their causal
-    attention at its own rate for the prompt's length (forward only)."""
+    """The prompts' GEMMs, each at the rate of its size (or its weights' read), the last positions'
+    head, and their causal attention at its forward rate for the prompt's length."""
     w, m = layout.cfg.workload, layout.cfg.model
     attention = prefill_attention_flops(m, w.batch_size, w.input_len)
     attended = attended_positions(w.input_len, True, m.sliding_window)
-    tokens, head = w.batch_size * w.input_len, 2 * w.batch_size * m.vocab * m.hidden  # the last positions' logits
-    return (gemm_seconds(layout, cal, tokens, 2 * tokens / layout.dims.tp) + compute_seconds(layout, head, tokens, cal)
-            + cal.attention_seconds(attention / layout.dims.tp, attended, forward_only=True))
+    tokens, tp = w.batch_size * w.input_len, layout.dims.tp
+    # the head over each sequence's last position: a GEMM of `batch` rows, its weights' read
+    head = gemm_call_seconds(cal, 2 * w.batch_size * m.vocab * m.hidden / tp, m.vocab * m.hidden * layout.dtype_bytes / tp)
+    return (gemm_seconds(layout, cal, tokens, 2 * tokens / tp) + head
+            + cal.attention_seconds(attention / tp, attended, forward_only=True))
 
 
 def prefill(layout: Layout, cal: Calibration) -> Forward:

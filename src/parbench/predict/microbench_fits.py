@@ -41,17 +41,16 @@ def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
 def attention_figures(metrics: dict) -> dict[str, float]:
     """The causal attention microbenchmark's figures: (keys a query attends to, TFLOP/s) of each
     [batch, heads, kv_heads, seq_len, head_dim] shape -> the rate of long sequences and the keys
-    attended at half of it, i.e. the extra keys each query costs as (rate(a) = R a / (a + E)); and how
-    much faster the forward alone runs (median over the shapes)."""
+    attended at half of it, i.e. the extra keys each query costs as (rate(a) = R a / (a + E)); for
+    forward and backward (training), and for the forward alone (a prefill)."""
     shapes = [key.split("/")[1] for key in metrics if key.startswith("attention_tflops/")]
-    if not shapes:
-        return {}
-    tflops, extra = fit_saturating([(attended_positions(int(s.split("x")[3]), causal=True),
-                                     metrics[f"attention_tflops/{s}"]) for s in shapes])
-    forward = [metrics[f"attention_fwd_tflops/{s}"] / metrics[f"attention_tflops/{s}"] for s in shapes
-               if f"attention_fwd_tflops/{s}" in metrics]
-    return {"attention_tflops": tflops, "attention_extra_positions": extra,
-            "attention_forward_factor": statistics.median(forward) if forward else 1.0}
+    figures = {}
+    for name, prefix in (("attention", "attention_tflops"), ("attention_forward", "attention_fwd_tflops")):
+        points = [(attended_positions(int(s.split("x")[3]), causal=True), metrics[f"{prefix}/{s}"])
+                  for s in shapes if f"{prefix}/{s}" in metrics]
+        if points:
+            figures[f"{name}_tflops"], figures[f"{name}_extra_positions"] = fit_saturating(points)
+    return figures
 
 
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:

@@ -165,9 +165,9 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                 if step == measured.stop:
                     meter.stop()
                 inject_fault(cfg, env, step, flush=read_all_steps)
-                collect_garbage(step)
                 inputs, labels = synthetic_batch(cfg, env, step)
                 with clock.step():
+                    collect_garbage(step)  # inside the step: the loop's collections are part of training
                     with autocast:
                         loss = pmodel.forward_backward(inputs, labels)
                     optimizer_step()
