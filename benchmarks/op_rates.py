@@ -4,7 +4,8 @@ and backward, and the element-wise ops of a block, one model and shape per line 
 
     python benchmarks/op_rates.py [--out table.md] OVERRIDES...   (e.g. model=gpt2_xl workload.seq_len=1024 workload.batch_size=4)
 
-The column `own size` is what the model does (each GEMM at the matmul curve's rate for its FLOPs);
+The column `own size` is what the model does (each GEMM at the matmul curve's rate for its FLOPs, no
+faster than its weights' read: predict/costs.gemm_call_seconds);
 `typical` costs every GEMM at the rate of the layout's MLP's first, as the model did before
 2026-11-26, so the table shows how far a family's shapes (GPT-2's 1,600-wide blocks, 25 heads) sit
 from the curve. Attention rows: the calibrated curve for the sequence's length."""
@@ -22,9 +23,10 @@ from parbench.config.hardware import detect_gpus
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.metrics.timing import time_each
 from parbench.models.shapes import model_shapes
+from parbench.workloads.microbench.attention import time_passes
 from parbench.planner import compose_config
 from parbench.predict.calibration import calibration_for
-from parbench.predict.costs import typical_gemm_flops
+from parbench.predict.costs import gemm_call_seconds, typical_gemm_flops
 
 ITERS = 20
 
@@ -35,7 +37,7 @@ def median_s(fn, device: torch.device) -> float:
 
 def gemm_rows(tokens: int, weights: list[tuple[str, tuple[int, int]]], cal, typical: float,
               device: torch.device, dtype: torch.dtype) -> list[tuple]:
-    """(name, FLOPs, measured s, model's s, own-size s) of each weight's three products."""
+    """(name, FLOPs, measured s, typical-rate s, the model's s) of each weight's three products."""
     rows = []
     for name, (out, inp) in weights:
         x = torch.randn(tokens, inp, device=device, dtype=dtype)
@@ -44,22 +46,16 @@ def gemm_rows(tokens: int, weights: list[tuple[str, tuple[int, int]]], cal, typi
         flops = 2 * tokens * out * inp
         for part, fn in (("fwd", lambda: x @ w.t()), ("dgrad", lambda: g @ w), ("wgrad", lambda: g.t() @ x)):
             rows.append((f"{name} {part} [{tokens}x{inp}]x[{inp}x{out}]", flops, median_s(fn, device),
-                         flops / cal.matmul_rate(typical), flops / cal.matmul_rate(flops)))
+                         flops / cal.matmul_rate(typical), gemm_call_seconds(cal, flops, out * inp * dtype.itemsize)))
     return rows
 
 
 def attention_rows(cfg, cal, device: torch.device, dtype: torch.dtype) -> list[tuple]:
+    """A block's causal attention, forward and backward (the attention microbenchmark's timing)."""
     m, w = cfg.model, cfg.workload
     hd = m.head_dim or m.hidden // m.heads
-    q = torch.randn(w.batch_size, m.heads, w.seq_len, hd, device=device, dtype=dtype, requires_grad=True)
-    k = torch.randn(w.batch_size, m.kv_heads, w.seq_len, hd, device=device, dtype=dtype, requires_grad=True)
-    v = torch.randn_like(k, requires_grad=True)
-    gqa = m.kv_heads != m.heads
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    grad = torch.randn_like(out)
+    fwd, bwd = time_passes([w.batch_size, m.heads, m.kv_heads, w.seq_len, hd], True, dtype, device, ITERS, 3)
     flops = attention_flops_per_token(m, w.seq_len, causal=True) / m.layers * w.batch_size * w.seq_len
-    fwd = median_s(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa), device)
-    bwd = median_s(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), device)
     attended = attended_positions(w.seq_len, True, m.sliding_window)
     both, fwd_model = cal.attention_seconds(flops, attended), cal.attention_seconds(flops / 3, attended, forward_only=True)
     name = f"{m.heads}x{hd} heads, {m.kv_heads} kv"

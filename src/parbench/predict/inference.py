@@ -33,7 +33,7 @@ from parbench.models import ParamCounts
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.costs import elementwise_per_token, gemm_call_seconds, gemm_seconds, typical_gemm_flops
+from parbench.predict.costs import elementwise_per_token, gemm_call_seconds, gemm_seconds
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
@@ -125,12 +125,6 @@ def forward_comms(layout: Layout, tokens: float) -> list[Comm]:
 
 def comm_seconds(layout: Layout, tokens: float, cal: Calibration) -> dict[str, float]:
     return {name: t for name, (t, _) in exposed_seconds(forward_comms(layout, tokens), cal).items() if t}
-
-
-def compute_seconds(layout: Layout, flops: float, tokens: float, cal: Calibration) -> float:
-    """One tp rank's share of the FLOPs at the rate of a GEMM over `tokens` positions."""
-    tp = layout.dims.tp
-    return flops / tp / cal.matmul_rate(typical_gemm_flops(layout.cfg.model, tokens, tp))
 
 
 def peak_compute_seconds(layout: Layout, flops: float, cal: Calibration) -> float:

@@ -29,22 +29,23 @@ def forward_flops(shape: list[int], causal: bool) -> float:
     return 4 * batch * heads * seq * head_dim * attended_positions(seq, causal)
 
 
-def pass_seconds(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtype) -> tuple[float, float]:
-    """Median seconds of one forward and of one backward on this rank."""
-    w = cfg.workload
+def time_passes(shape: list[int], causal: bool, dtype: torch.dtype, device: torch.device, iters: int,
+                warmup: int) -> tuple[float, float]:
+    """Median seconds of one forward and of one backward of SDPA over a [batch, heads, kv_heads,
+    seq_len, head_dim] shape."""
     batch, heads, kv_heads, seq, head_dim = shape
-    q = torch.randn(batch, heads, seq, head_dim, dtype=dtype, device=env.device, requires_grad=True)
-    k, v = (torch.randn(batch, kv_heads, seq, head_dim, dtype=dtype, device=env.device, requires_grad=True)
+    q = torch.randn(batch, heads, seq, head_dim, dtype=dtype, device=device, requires_grad=True)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, dtype=dtype, device=device, requires_grad=True)
             for _ in range(2))
 
     def forward(_: int = 0) -> torch.Tensor:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=w.causal, enable_gqa=kv_heads != heads)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv_heads != heads)
 
     out = forward()
     grad = torch.randn_like(out)
-    fwd = time_each(forward, w.iters, env.device, warmup=w.warmup_iters)
-    bwd = time_each(lambda _: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), w.iters, env.device,
-                    warmup=w.warmup_iters)
+    fwd = time_each(forward, iters, device, warmup=warmup)
+    bwd = time_each(lambda _: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), iters, device,
+                    warmup=warmup)
     return statistics.median(fwd), statistics.median(bwd)
 
 
@@ -53,7 +54,8 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     dtype = torch_dtype(w.dtype)
     points = []
     for i, shape in enumerate(w.shapes):
-        fwd, bwd = (rank_mean(s, env.device) for s in pass_seconds(cfg, env, shape, dtype))
+        fwd, bwd = (rank_mean(s, env.device)
+                    for s in time_passes(shape, w.causal, dtype, env.device, w.iters, w.warmup_iters))
         flops = forward_flops(shape, w.causal)
         point = {"attention_tflops": 3 * flops / (fwd + bwd) / 1e12, "attention_fwd_tflops": flops / fwd / 1e12,
                  "attention_bwd_tflops": 2 * flops / bwd / 1e12, "attention_time_us": (fwd + bwd) * 1e6}
