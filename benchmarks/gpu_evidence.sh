@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | infer31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -481,6 +481,20 @@ PY
     sweep infer_qwen3 "${I[@]}" model=qwen3_1_7b workload.input_len=1024 workload.batch_size=16
     sweep infer_gpt2 "${I[@]}" model=gpt2_xl workload.input_len=1024 workload.batch_size=2
     python benchmarks/run_table.py "$W" model workload. | tee "$W/unseen31.txt"
+    ;;
+  infer31)  # 1 GPU (issue 31): the native engine's batches outside the accuracy benchmark's list, each also
+    # profiled by kernel kind beside the model's parts (benchmarks/inference_kernels.py), with the checkout's profile
+    I=(hardware.gpus_per_node=1 parallel=dp workload=inference workload.output_len=64 workload.repeats=3 workload.profile=false)
+    for case in "qwen3_1_7b 16 1024" "qwen3_1_7b 32 256" "gpt2_xl 8 512" "gpt2_xl 2 896" "llama3_2_1b 32 1024" "llama3_2_1b 2 4096"; do
+      set -- $case
+      sweep "infer_${1}_${2}x$3" "${I[@]}" model=$1 workload.batch_size=$2 workload.input_len=$3
+    done
+    python benchmarks/run_table.py "$W" model workload. | tee "$W/infer31.txt"
+    for case in "gpt2_xl 8x512,2x896,1x512" "qwen3_1_7b 16x1024,8x512,1x1024" "llama3_2_1b 32x1024,16x1024,2x4096"; do
+      set -- $case
+      timeout 200 python benchmarks/inference_kernels.py --model $1 --points $2 2>&1 | grep -v -i warn | tee -a "$W/kernels.txt"
+      pack
+    done
     ;;
   *) echo "unknown suite $SUITE"; exit 2 ;;
 esac

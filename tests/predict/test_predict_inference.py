@@ -67,6 +67,17 @@ def test_the_prefills_element_wise_work_runs_at_the_factor_of_the_decode_modes_s
     assert eager.ttft_s - compiled.ttft_s == pytest.approx(2.0 * prefill_elementwise_bytes(cfg) / 10e9)
 
 
+def test_a_prefill_without_rope_copies_q_k_and_v_into_the_heads_layout_and_the_cache():
+    """GPT-2 has no RoPE pass to write K and V where attention and the cache read them: its prefill
+    copies q, k and v out of the fused projection (read and written), as RoPE's pass would rotate q and k."""
+    gpt2 = ["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256", "model.vocab=512",
+            "model.layers=2", "model.max_seq_len=64"]
+    cfg, p = prediction(*gpt2)
+    m, w = cfg.model, cfg.workload
+    per_token = 10 * m.hidden + 2 * m.ffn + 2 * (m.heads + 2 * m.kv_heads) * (m.hidden // m.heads)
+    assert p.prefill.memory_s == pytest.approx(per_token * FP32 * w.batch_size * w.input_len * m.layers / 10e9)
+
+
 def test_a_static_decode_step_reads_its_whole_cache_buffer():
     """graph and compile attend all input_len + output_len positions (the later ones masked): 40, not 36."""
     cfg, eager = prediction("workload.decode_mode=eager")
