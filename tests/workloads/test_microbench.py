@@ -84,7 +84,7 @@ def test_attention_cpu_forward_and_backward_tflops(cli):
     """SDPA forward and backward per shape; the FLOPs the model counts (4 B H S D x S/2 forward
     causal, twice that backward) over the measured times."""
     cli.run("workload=attention", "workload.shapes=[[2,4,2,64,16],[1,4,4,128,8]]", "workload.iters=3",
-            "workload.warmup_iters=1")
+            "workload.warmup_iters=1", "workload.decode_shapes=[[3,4,2,96,16]]")
     run = cli.runs().iloc[0]
     assert run.status == "FINISHED" and run["params.workload.dtype"] == "fp32"
     for shape, (b, h, _, s, d) in (("2x4x2x64x16", (2, 4, 2, 64, 16)), ("1x4x4x128x8", (1, 4, 4, 128, 8))):
@@ -95,11 +95,18 @@ def test_attention_cpu_forward_and_backward_tflops(cli):
         assert both == pytest.approx(3 * forward / seconds / 1e12)
         assert seconds == pytest.approx(forward / fwd / 1e12 + 2 * forward / bwd / 1e12)
     assert run["metrics.attention_tflops"] == run["metrics.attention_tflops/2x4x2x64x16"]  # the most FLOPs
+    # a decode step's attention: one query per sequence over a 96-position cache of 3 x 2 KV heads
+    seconds = run["metrics.decode_attention_time_us/3x4x2x96x16"] * 1e-6
+    assert seconds > 0 and run["metrics.decode_attention_gbps/3x4x2x96x16"] == pytest.approx(
+        2 * 3 * 2 * 96 * 16 * 4 / seconds / 1e9)
+    assert run["metrics.decode_attention_ns_per_position/3x4x2x96x16"] == pytest.approx(seconds / 96 * 1e9)
 
 
 def test_attention_shapes_that_cannot_work_are_refused(cli):
     proc = cli.run("workload=attention", "workload.shapes=[[2,6,4,64,16]]", check=False)
     assert proc.returncode != 0 and "heads a multiple of kv_heads" in proc.stderr + proc.stdout
+    proc = cli.run("workload=attention", "workload.decode_shapes=[[2,4,2,64]]", check=False)
+    assert proc.returncode != 0 and "workload.decode_shapes=" in proc.stderr + proc.stdout
 
 
 def test_tp_linear_column_and_row_equal_unsharded(cli):

@@ -6,7 +6,17 @@ forward and backward, for [batch, heads, kv_heads, seq_len, head_dim] shapes.
                              query sees on average (S/2 causal); time = median over `iters` calls each
     attention_fwd_tflops, attention_bwd_tflops   each pass alone
 Averaged over ranks. A short sequence runs far below a long one's rate (the masked diagonal tiles and
-each row's softmax statistics cost as much as many more keys would): `parbench calibrate` fits that."""
+each row's softmax statistics cost as much as many more keys would): `parbench calibrate` fits that.
+
+`decode_shapes` [batch, heads, kv_heads, positions, head_dim] time a decode step's attention as the
+native engine's static step runs it (models.kv_cache.one_token_attention: one new query per sequence
+over a cache buffer of `positions`, the query heads of a KV group as its rows, a mask of the positions
+written, here all of them):
+
+    decode_attention_time_us     median time of one call
+    decode_attention_gbps        the K and V buffer's bytes over that time
+    decode_attention_ns_per_position   the time over the positions: the pace of one (sequence, KV head)
+                                 thread block, where fewer blocks run than the device has SMs"""
 
 from __future__ import annotations
 
@@ -20,6 +30,7 @@ from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.metrics.flops import attended_positions
 from parbench.metrics.timing import time_each
+from parbench.models.kv_cache import one_token_attention
 from parbench.workloads.microbench.common import rank_mean, shape_name
 from parbench.workloads.reporting import StepReporter
 
@@ -49,6 +60,30 @@ def time_passes(shape: list[int], causal: bool, dtype: torch.dtype, device: torc
     return statistics.median(fwd), statistics.median(bwd)
 
 
+def time_decode(shape: list[int], dtype: torch.dtype, device: torch.device, iters: int, warmup: int) -> float:
+    """Median seconds of one decode step's attention over a [batch, heads, kv_heads, positions,
+    head_dim] cache, as the engine's static step calls it."""
+    batch, heads, kv_heads, positions, head_dim = shape
+    q = torch.randn(batch, heads, 1, head_dim, dtype=dtype, device=device)
+    k, v = (torch.randn(batch, kv_heads, positions, head_dim, dtype=dtype, device=device) for _ in range(2))
+    visible = torch.ones(1, positions, dtype=torch.bool, device=device)
+    return statistics.median(time_each(lambda _: one_token_attention(q, k, v, visible), iters, device, warmup=warmup))
+
+
+def decode_points(cfg: Config, env: DistEnv, reporter: StepReporter) -> list[dict]:
+    w = cfg.workload
+    points = []
+    for i, shape in enumerate(w.decode_shapes):
+        seconds = rank_mean(time_decode(shape, torch_dtype(w.dtype), env.device, w.iters, w.warmup_iters), env.device)
+        batch, _, kv_heads, positions, head_dim = shape
+        cache_bytes = 2 * batch * kv_heads * positions * head_dim * torch_dtype(w.dtype).itemsize
+        point = {"decode_attention_time_us": seconds * 1e6, "decode_attention_gbps": cache_bytes / seconds / 1e9,
+                 "decode_attention_ns_per_position": seconds / positions * 1e9}
+        points.append({"shape": shape_name(shape), **point})
+        reporter.step(i, len(w.decode_shapes), f"decode {shape_name(shape)}", **point)
+    return points
+
+
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
@@ -66,4 +101,6 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     biggest = max(points, key=lambda p: p["flops"])
     metrics.update(attention_tflops=biggest["attention_tflops"],
                    attention_tflops_max=max(p["attention_tflops"] for p in points))
-    return {"metrics": metrics, "tables": {"attention": points}}
+    decode = decode_points(cfg, env, reporter)
+    metrics.update({f"{k}/{p['shape']}": v for p in decode for k, v in p.items() if k != "shape"})
+    return {"metrics": metrics, "tables": {"attention": points, **({"decode_attention": decode} if decode else {})}}

@@ -93,6 +93,8 @@ class AttentionWorkload:
     # [batch, heads, kv_heads, seq_len, head_dim]; the 1B Llama's heads at the same tokens per shape
     shapes: List[List[int]] = field(default_factory=lambda: [[8, 32, 8, 1024, 64], [4, 32, 8, 2048, 64],
                                                              [2, 32, 8, 4096, 64], [1, 32, 8, 8192, 64]])
+    # [batch, heads, kv_heads, positions, head_dim]: a decode step's attention over a static cache buffer
+    decode_shapes: List[List[int]] = field(default_factory=list)
     causal: bool = True
     dtype: str = "auto"  # bf16 on GPU, fp32 on CPU
     warmup_iters: int = 5
@@ -106,6 +108,10 @@ def validate_attention(cfg: Config, dims: ParallelDims) -> None:
     if not w.shapes or any(len(s) != 5 or min(s) <= 0 or s[1] % s[2] for s in w.shapes):
         raise ConfigError(f"workload.shapes={w.shapes}: give a list of [batch, heads, kv_heads, seq_len, head_dim] "
                           "with positive sizes and heads a multiple of kv_heads, e.g. workload.shapes=[[4,32,8,2048,64]]")
+    if any(len(s) != 5 or min(s) <= 0 or s[1] % s[2] for s in w.decode_shapes):
+        raise ConfigError(f"workload.decode_shapes={w.decode_shapes}: give a list of [batch, heads, kv_heads, "
+                          "positions, head_dim] with positive sizes and heads a multiple of kv_heads, e.g. "
+                          "workload.decode_shapes=[[16,32,8,1024,64]]")
     check_iterations(w)
 
 
@@ -217,7 +223,8 @@ def plan_matmul(cfg: Config, dims: ParallelDims) -> dict:
 
 
 def plan_attention(cfg: Config, dims: ParallelDims) -> dict:
-    return {"shapes": len(cfg.workload.shapes), "causal": cfg.workload.causal}
+    return {"shapes": len(cfg.workload.shapes), "decode_shapes": len(cfg.workload.decode_shapes),
+            "causal": cfg.workload.causal}
 
 
 def plan_collectives(cfg: Config, dims: ParallelDims) -> dict:
@@ -248,7 +255,7 @@ WORKLOADS.register("matmul")(WorkloadSpec(
 ))
 WORKLOADS.register("attention")(WorkloadSpec(
     schema=AttentionWorkload, validate=validate_attention, run=MICROBENCH + "attention:run", plan=plan_attention,
-    uses_model=False, summary_metrics=("attention_tflops", "attention_tflops_max", "attention_tflops/*"),
+    uses_model=False, summary_metrics=("attention_tflops", "attention_tflops_max", "attention_tflops/*", "decode_attention_gbps/*"),
 ))
 WORKLOADS.register("collectives")(WorkloadSpec(
     schema=CollectivesWorkload, validate=validate_collectives, run=MICROBENCH + "collectives:run",
