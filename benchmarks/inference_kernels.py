@@ -28,8 +28,8 @@ from parbench.models.llama import fuse_projections
 from parbench.planner import compose_config
 from parbench.predict.calibration import load_calibration
 from parbench.predict.costs import gemm_seconds
-from parbench.predict.inference import (decode_step, prefill, prefill_elementwise_seconds, read_seconds,
-                                        static_attention_floor_s, static_cache_share)
+from parbench.predict.inference import (decode_attention_seconds, decode_step, prefill, prefill_elementwise_seconds,
+                                        read_seconds)
 from parbench.predict.layout import Layout
 from parbench.prepare import validate
 from parbench.metrics.flops import attended_positions
@@ -73,12 +73,11 @@ def predicted_parts(model: str, batch: int, input_len: int, output_len: int, cal
     attention = cal.attention_seconds(prefill_attention_flops(m, batch, input_len),
                                       attended_positions(input_len, True, m.sliding_window), forward_only=True)
     weights, kv = decode_bytes_per_step(m, layout.counts, cfg.workload, layout.dtype_bytes)
-    kv_read = read_seconds(layout, kv * static_cache_share(layout) * cal.kv_read_factor, cal)
     pre, dec = prefill(layout, cal), decode_step(layout, layout.counts, cal)
     return {"prefill": {"gemm": gemm_seconds(layout, cal, tokens, 2 * tokens) * 1e3, "attention": attention * 1e3,
                         "other": prefill_elementwise_seconds(layout, tokens, cal) * 1e3, "total": pre.seconds * 1e3},
             "decode": {"gemm": read_seconds(layout, weights * cal.weight_read_factor, cal) * 1e3,
-                       "attention": max(kv_read, static_attention_floor_s(layout, cal)) * 1e3,
+                       "attention": decode_attention_seconds(layout, kv, cal) * 1e3,
                        "host": dec.exposed_host_s * 1e3, "total": dec.seconds * 1e3}}
 
 

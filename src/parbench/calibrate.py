@@ -29,7 +29,8 @@ from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import attention_figures, fit_links, matmul_figures
+from parbench.predict.microbench_fits import (at_engine_level, attention_figures, decode_attention_figures, fit_links,
+                                             matmul_figures)
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
 
@@ -98,7 +99,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     a few rounds settle them."""
     notes = [] if "collectives" in results else [
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
-    cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
+    cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}", decode_attention={},
                   dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
                   **attention_figures(results.get("attention", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
@@ -113,6 +114,9 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     kv_cache, long_context = infer.pop(INFER_KV_RUN, None), infer.pop(INFER_LONG_RUN, None)
     tiny = [infer.pop(n) for n in sorted(infer) if n.startswith(INFER_TINY_PREFIX)]
     cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, long_context))
+    if kv_cache:  # each head width's decode attention: the microbenchmark's shape, the engine's level
+        widths = decode_attention_figures(results.get("attention", {}), cal.membw_gbps)
+        cal = replace(cal, decode_attention=at_engine_level(widths, kv_cache.layout.cfg.model, cal))
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 
@@ -172,6 +176,14 @@ def profile_path(args: argparse.Namespace, hardware: str) -> Path:
     return (CALIBRATION_DIR if args.ship else user_calibration_dir()) / f"{hardware}.yaml"
 
 
+def decode_attention_summary(cal: Calibration) -> str:
+    figures = cal.decode_attention or {"every": {"read_factor": cal.kv_read_factor,
+                                                 "s_per_position": cal.decode_attention_s_per_position}}
+    return "decode attention: " + ", ".join(
+        f"{kind} heads' KV cache read x{f['read_factor']:.3g} and {1e9 * f['s_per_position']:.3g} ns per position"
+        for kind, f in figures.items())
+
+
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     return "\n".join([
@@ -182,8 +194,7 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
         f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; weights read x"
-        f"{cal.weight_read_factor:.3g}, KV cache read x{cal.kv_read_factor:.3g}, decode attention "
-        f"{1e9 * cal.decode_attention_s_per_position:.3g} ns per position",
+        f"{cal.weight_read_factor:.3g}; {decode_attention_summary(cal)}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"

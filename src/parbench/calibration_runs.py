@@ -35,6 +35,13 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              # the 1B Llama's heads (64 wide) from 1,024 to 8,192 tokens, and Qwen3's (128 wide)
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[8,16,8,1024,128],"
                           "[2,16,8,4096,128]]",
+             # a decode step's attention (decode_shapes) per head width, 64 and 128, grouped (Llama 1B's, Qwen3's)
+             # and one query per KV head (GPT-2's, Llama 2's): one sequence and every SM busy, each at two lengths;
+             # how its cost changes with the width, at the level the engine runs below fix (calibrate.fit)
+             "decode_attention": "[[1,32,8,1024,64],[1,32,8,4096,64],[64,32,8,1024,64],[64,32,8,4096,64],"
+                                 "[1,16,8,1024,128],[1,16,8,4096,128],[32,16,8,1024,128],[32,16,8,4096,128],"
+                                 "[1,32,32,1024,64],[1,32,32,4096,64],[16,32,32,1024,64],[16,32,32,4096,64],"
+                                 "[1,32,32,1024,128],[1,32,32,4096,128],[16,32,32,1024,128],[16,32,32,4096,128]]",
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
@@ -78,7 +85,8 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                 "workload.steps=8", "profile.enabled=true", "profile.plots=false"]
     return {
         "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
-        "attention": ["workload=attention", f"workload.shapes={s['attention']}", "workload.iters=20"],
+        "attention": ["workload=attention", f"workload.shapes={s['attention']}", "workload.iters=20",
+                      *([f"workload.decode_shapes={s['decode_attention']}"] if "decode_attention" in s else [])],
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],

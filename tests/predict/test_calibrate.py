@@ -40,16 +40,38 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
     if name == "membw":
         return {"membw_gbps": truth.membw_gbps}
     if name == "attention":  # the FLOPs of forward and backward, each query attending seq / 2 keys
-        shapes = calibrate.benchmarks(compose(*overrides))["attention"][1].split("=")[1]
+        run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))["attention"][1:])
         rate = lambda s, fwd: 1e-12 / truth.attention_seconds(1.0, s[3] / 2, forward_only=fwd)  # noqa: E731
-        return {f"attention_{p}tflops/{'x'.join(map(str, s))}": rate(s, p == "fwd_")
-                for s in json.loads(shapes) for p in ("", "fwd_")}
+        return {**{f"attention_{p}tflops/{'x'.join(map(str, s))}": rate(s, p == "fwd_")
+                   for s in json.loads(run["workload.shapes"]) for p in ("", "fwd_")},
+                **decode_attention_metrics(json.loads(run.get("workload.decode_shapes", "[]")), alone(truth))}
     layout = calibrate.benchmark_layout(overrides, name)
     if name.startswith("infer_"):
         p = predict_inference(layout.cfg, layout.dims, truth)
         return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
     p = predict_step(layout, truth)
     return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb}
+
+
+def alone(truth: Calibration) -> Calibration:
+    """The decode attention microbenchmark's machine: SDPA called alone reads the cache more slowly and
+    paces each block faster than inside the engine's step, by the same ratio at every head width."""
+    return replace(truth, decode_attention={k: {"read_factor": 1.25 * f["read_factor"], "s_per_position": 0.8 * f["s_per_position"]}
+                                            for k, f in truth.decode_attention.items()})
+
+
+def decode_attention_metrics(shapes: list[list[int]], truth: Calibration, call_s: float = 10e-6) -> dict:
+    """A decode step's attention per shape: a call's fixed cost, then the positions at a block's pace or
+    the cache at its read factor, whichever is longer (bf16)."""
+    metrics = {}
+    for shape in shapes:
+        batch, heads, kv_heads, positions, head_dim = shape
+        read_factor, s_per_position = truth.decode_attention_figures(head_dim, heads > kv_heads)
+        nbytes = 2 * batch * kv_heads * positions * head_dim * 2
+        seconds = call_s + max(positions * s_per_position, nbytes * read_factor / (truth.membw_gbps * 1e9))
+        name = "x".join(map(str, shape))
+        metrics |= {f"decode_attention_time_us/{name}": seconds * 1e6, f"decode_attention_gbps/{name}": nbytes / seconds / 1e9}
+    return metrics
 
 
 class FakeRuns:
@@ -103,21 +125,30 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
 
 
-def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention_floor(monkeypatch, tmp_path):
-    """On a GPU the static (compiled) decode step's attention has a floor per cached position, which the
-    one-sequence, 4096-token run fixes; the large-batch run still fixes the KV cache's read factor, and
-    the tiny model's two depths a decode step's latencies, so that the deeper 1B run fixes the weights'
-    read factor."""
+DECODE_ATTENTION = {"64": {"read_factor": 1.6, "s_per_position": 15e-9}, "128": {"read_factor": 1.2, "s_per_position": 21e-9},
+                    "64/mha": {"read_factor": 1.3, "s_per_position": 8e-9}, "128/mha": {"read_factor": 1.05, "s_per_position": 11e-9}}
+
+
+def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention(monkeypatch, tmp_path):
+    """On a GPU a static decode step's attention has a floor per cached position, which the one-sequence,
+    4096-token run fixes, and the large-batch run fixes the KV cache's read factor, both at the 1B's head
+    width; the attention microbenchmark's decode shapes (one sequence at two lengths: a block's pace, every
+    SM busy: the read factor; a call's fixed cost drops out of both slopes) carry them to the other widths.
+    The tiny model's two depths fix a decode step's latencies, so that the deeper 1B run fixes the
+    weights' read factor."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
-    truth = replace(load_calibration("h100_sxm"), kv_read_factor=2.5, decode_attention_s_per_position=20e-9,
+    truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION,
                     weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6})
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
     assert "workload.input_len=4096" in runs["infer_long_context"]
-    cal, _ = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), load_calibration("h100_sxm"))
-    assert cal.decode_attention_s_per_position == pytest.approx(truth.decode_attention_s_per_position, rel=1e-2)
-    assert cal.kv_read_factor == pytest.approx(truth.kv_read_factor, rel=1e-2)
+    assert any(o.startswith("workload.decode_shapes=") for o in runs["attention"])
+    cal, notes = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), load_calibration("h100_sxm"))
+    assert not [n for n in notes if "kept the figure" in n]
+    assert set(cal.decode_attention) == set(DECODE_ATTENTION)
+    for kind, figures in DECODE_ATTENTION.items():
+        assert cal.decode_attention[kind] == pytest.approx(figures, rel=1e-2), kind
     assert cal.weight_read_factor == pytest.approx(truth.weight_read_factor, rel=1e-2)
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
 

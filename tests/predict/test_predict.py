@@ -232,7 +232,7 @@ def test_memory_and_communication_equal_a_real_2_rank_run(cli):
 def test_dry_run_names_what_does_not_fit_and_what_would(cli):
     proc = cli.run("dry_run=true", "model=llama2_70b", "hardware=h100_sxm", "hardware.gpus_per_node=8",
                    "parallel=fsdp", "workload.seq_len=4096", "workload.batch_size=1")
-    line = next(l for l in proc.stdout.splitlines() if "fit" in l)
+    line = next(l for l in proc.stdout.splitlines() if "does not fit" in l)
     need = float(re.search(r"needs ([\d.,]+) GB per device(?: \(with [\d.]+ GB runtime overhead\))?; 80.0 GB per device "
                            r"\(hardware.memory_gb\); 76.0 GB usable after a 5% margin for the allocator; try ",
                            line).group(1).replace(",", ""))

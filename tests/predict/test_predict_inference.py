@@ -117,6 +117,23 @@ def test_a_static_decode_steps_attention_lasts_at_least_its_floor_per_cached_pos
         prediction("workload.decode_mode=eager")[1].tpot_s)
 
 
+def test_a_decode_steps_attention_takes_the_figures_of_its_head_width_and_kind():
+    """The calibrated decode attention nearest the model's head width, grouped queries or one query per
+    KV head as the model has them; without per-width figures, the one KV read factor."""
+    widths = replace(CAL, kv_read_factor=9.0, decode_attention={
+        "64": {"read_factor": 2.0, "s_per_position": 0.0}, "128": {"read_factor": 3.0, "s_per_position": 0.0},
+        "64/mha": {"read_factor": 5.0, "s_per_position": 0.0}})
+    assert widths.decode_attention_figures(80, grouped=True) == (2.0, 0.0)
+    assert widths.decode_attention_figures(112, grouped=True) == (3.0, 0.0)
+    assert widths.decode_attention_figures(128, grouped=False) == (5.0, 0.0)  # the only one of its kind
+    assert CAL.decode_attention_figures(64, grouped=True) == (CAL.kv_read_factor, CAL.decode_attention_s_per_position)
+    cfg, eager = prediction("workload.decode_mode=eager", cal=widths)
+    m = cfg.model
+    assert m.heads > m.kv_heads and abs(m.hidden // m.heads - 64) < abs(m.hidden // m.heads - 128)
+    kv = decode_bytes(cfg) - param_counts(m).matmul_active * FP32
+    assert eager.tpot_s == pytest.approx((decode_bytes(cfg) + kv) / 10e9)  # the cache read twice as slowly
+
+
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():
     cfg, p = prediction("parallel=tp")
     m = cfg.model

@@ -125,6 +125,11 @@ class Calibration:
     # that head's cached positions in turn): seconds per position, the floor of a small batch's attention
     # however little it reads (0 where not measured: the read alone).
     decode_attention_s_per_position: float = 0.0
+    # The same two figures by head width, from the attention microbenchmark's decode shapes (the GPU's):
+    # "64", "128" (grouped queries: a block per sequence and KV head) and "64/mha", "128/mha" (one query
+    # per KV head, whose positions SDPA splits over blocks), each {"read_factor": the cache read over a
+    # stream's with every SM busy, "s_per_position": one block's pace}; empty: the two figures above.
+    decode_attention: Dict[str, Dict[str, float]] = field(default_factory=dict)
     notes: Optional[str] = None
 
     @property
@@ -146,6 +151,15 @@ class Calibration:
         if forward_only and self.attention_forward_tflops:
             tflops, extra = self.attention_forward_tflops, self.attention_forward_extra_positions
         return flops * (1 + extra / attended) / (1e12 * tflops)
+
+    def decode_attention_figures(self, head_dim: int, grouped: bool) -> tuple[float, float]:
+        """(KV cache read factor, seconds per cached position) of a decode step's attention: the measured
+        head width nearest this one, of the same kind (grouped or one query per KV head) where measured."""
+        if not self.decode_attention:
+            return self.kv_read_factor, self.decode_attention_s_per_position
+        same_kind = [k for k in self.decode_attention if k.endswith("/mha") != grouped] or list(self.decode_attention)
+        figures = self.decode_attention[min(same_kind, key=lambda k: abs(int(k.split("/")[0]) - head_dim))]
+        return figures["read_factor"], figures["s_per_position"]
 
     def inference_host(self, phase: str, layers: float) -> float:
         """Host seconds of one prefill or decode step of a model with this many layers per rank."""

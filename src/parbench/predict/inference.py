@@ -11,6 +11,7 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
     TPOT = max(decode FLOPs / tp / peak rate, weights x read factor / tp / bandwidth + attention) + decode step's host time
            + tp all-reduces + pp sends
     attention = max(KV cache x read factor / tp / bandwidth, layers x cached positions x a thread block's time per position)
+                (both figures of the model's head width and kind: Calibration.decode_attention)
     E2E  = TTFT + (output_len - 1) x TPOT
 
 The host times are the calibration's (per step and per layer of the stage): an eager prefill's
@@ -192,14 +193,23 @@ def prefill(layout: Layout, cal: Calibration) -> Forward:
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 
 
-def static_attention_floor_s(layout: Layout, cal: Calibration) -> float:
+def static_attention_floor_s(layout: Layout, s_per_position: float) -> float:
     """A static decode step's attention at the pace of one thread block: every layer's blocks (one
     per sequence and KV head, running side by side) each stream the whole buffer's positions, so a
     small batch takes this long however few bytes it reads. The stages run one after the other."""
     w = layout.cfg.workload
     if not static_decode(layout.cfg):
         return 0.0
-    return layout.cfg.model.layers * (w.input_len + w.output_len) * cal.decode_attention_s_per_position
+    return layout.cfg.model.layers * (w.input_len + w.output_len) * s_per_position
+
+
+def decode_attention_seconds(layout: Layout, kv_cache_bytes: float, cal: Calibration) -> float:
+    """A decode step's attention: its KV cache (the static step's whole buffer) at the calibrated read
+    factor of its head width, no faster than the static step's floor."""
+    m = layout.cfg.model
+    read_factor, s_per_position = cal.decode_attention_figures(m.head_dim or m.hidden // m.heads, m.heads > m.kv_heads)
+    read = read_seconds(layout, kv_cache_bytes * static_cache_share(layout) * read_factor, cal)
+    return max(read, static_attention_floor_s(layout, s_per_position))
 
 
 def static_cache_share(layout: Layout) -> float:
@@ -223,9 +233,7 @@ def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forwar
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
-    kv_cache *= static_cache_share(layout) * cal.kv_read_factor
-    attention = max(read_seconds(layout, kv_cache, cal), static_attention_floor_s(layout, cal))
-    memory = read_seconds(layout, weights * cal.weight_read_factor, cal) + attention
+    memory = read_seconds(layout, weights * cal.weight_read_factor, cal) + decode_attention_seconds(layout, kv_cache, cal)
     return Forward(peak_compute_seconds(layout, flops, cal), memory,
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 
