@@ -27,13 +27,11 @@ from parbench.config.schema import ModelConfig
 from parbench.models.llama import fuse_projections
 from parbench.planner import compose_config
 from parbench.predict.calibration import load_calibration
-from parbench.predict.costs import gemm_seconds
-from parbench.predict.inference import (decode_attention_seconds, decode_step, prefill, prefill_elementwise_seconds,
-                                        read_seconds)
+from parbench.predict.inference import (decode_attention_seconds, decode_step, prefill, prefill_attention_seconds,
+                                        prefill_compute_seconds, prefill_elementwise_seconds, read_seconds)
 from parbench.predict.layout import Layout
 from parbench.prepare import validate
-from parbench.metrics.flops import attended_positions
-from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_attention_flops
+from parbench.metrics.inference_cost import decode_bytes_per_step
 from parbench.workloads.inference.decode_step import decode_options
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
 from parbench.workloads.inference.native import generate, greedy, synthetic_prompts
@@ -63,19 +61,19 @@ def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, floa
     return dict(kinds), dict(sorted(names.items(), key=lambda kv: -kv[1])[:8])
 
 
-def predicted_parts(model: str, batch: int, input_len: int, output_len: int, cal) -> dict[str, dict[str, float]]:
+def predicted_parts(model: str, hardware: str, batch: int, input_len: int, output_len: int,
+                    cal) -> dict[str, dict[str, float]]:
     """The model's prefill and decode parts (ms), as predict_inference adds them."""
-    cfg = compose_config(["workload=inference", f"model={model}", "hardware=h100_sxm", "hardware.gpus_per_node=1",
+    cfg = compose_config(["workload=inference", f"model={model}", f"hardware={hardware}", "hardware.gpus_per_node=1",
                           "parallel=dp", f"workload.batch_size={batch}", f"workload.input_len={input_len}",
                           f"workload.output_len={output_len}"])
     layout = Layout.of(cfg, validate(cfg, None))
-    m, tokens = cfg.model, batch * input_len
-    attention = cal.attention_seconds(prefill_attention_flops(m, batch, input_len),
-                                      attended_positions(input_len, True, m.sliding_window), forward_only=True)
-    weights, kv = decode_bytes_per_step(m, layout.counts, cfg.workload, layout.dtype_bytes)
+    attention = prefill_attention_seconds(layout, cal)
+    weights, kv = decode_bytes_per_step(cfg.model, layout.counts, cfg.workload, layout.dtype_bytes)
     pre, dec = prefill(layout, cal), decode_step(layout, layout.counts, cal)
-    return {"prefill": {"gemm": gemm_seconds(layout, cal, tokens, 2 * tokens) * 1e3, "attention": attention * 1e3,
-                        "other": prefill_elementwise_seconds(layout, tokens, cal) * 1e3, "total": pre.seconds * 1e3},
+    return {"prefill": {"gemm": (prefill_compute_seconds(layout, cal) - attention) * 1e3, "attention": attention * 1e3,
+                        "other": prefill_elementwise_seconds(layout, batch * input_len, cal) * 1e3,
+                        "total": pre.seconds * 1e3},
             "decode": {"gemm": read_seconds(layout, weights * cal.weight_read_factor, cal) * 1e3,
                        "attention": decode_attention_seconds(layout, kv, cal) * 1e3,
                        "host": dec.exposed_host_s * 1e3, "total": dec.seconds * 1e3}}
@@ -125,22 +123,23 @@ def main() -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--points", required=True, help="BATCHxPROMPT,... e.g. 8x512,1x512")
     p.add_argument("--output-len", type=int, default=64)
-    p.add_argument("--calibration", default="conf/calibrations/h100_sxm.yaml")
+    p.add_argument("--hardware", default="h100_sxm", help="the hardware config the prediction composes")
+    p.add_argument("--calibration", default=None, help="a profile's name or file (default: the hardware's)")
     args = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
-    cal = load_calibration(args.calibration)
+    cal = load_calibration(args.calibration or args.hardware)
     model_cfg = compose_config([f"model={args.model}"]).model
     env = single_device_env("cuda")
     dtype = torch.bfloat16
     decoder = PipelinedDecoder(build_shard(model_cfg, 0, env, dtype), env, dtype)
     fuse_projections(decoder.model)
     print(f"[inference_kernels] {args.model} on {torch.cuda.get_device_name()} (torch {torch.__version__}), "
-          f"profile {args.calibration}", flush=True)
+          f"profile {args.calibration or args.hardware}", flush=True)
     for point in args.points.split(","):
         batch, input_len = (int(x) for x in point.split("x"))
         measured = measure_point(decoder, model_cfg, batch, input_len, args.output_len, env.device)
         print_point(args.model, batch, input_len, measured,
-                    predicted_parts(args.model, batch, input_len, args.output_len, cal))
+                    predicted_parts(args.model, args.hardware, batch, input_len, args.output_len, cal))
         torch.cuda.empty_cache()
     dist.barrier()
     dist.destroy_process_group()

@@ -29,7 +29,7 @@ from parbench.planner import compose_config
 from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import (at_engine_level, attention_figures, decode_attention_figures, fit_links,
+from parbench.predict.microbench_fits import (at_engine_level, attention_figures, fit_decode_attention, fit_links,
                                              matmul_figures)
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
@@ -99,8 +99,10 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     a few rounds settle them."""
     notes = [] if "collectives" in results else [
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
-    cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}", decode_attention={},
-                  dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
+    # decode_attention cleared: the engine runs' fit (learn_inference) sets the one pair of figures
+    # that the head widths' are then scaled to, and would otherwise read the base's widths
+    cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
+                  decode_attention={}, dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
                   **attention_figures(results.get("attention", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
@@ -115,8 +117,10 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     tiny = [infer.pop(n) for n in sorted(infer) if n.startswith(INFER_TINY_PREFIX)]
     cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, long_context))
     if kv_cache:  # each head width's decode attention: the microbenchmark's shape, the engine's level
-        widths = decode_attention_figures(results.get("attention", {}), cal.membw_gbps)
-        cal = replace(cal, decode_attention=at_engine_level(widths, kv_cache.layout.cfg.model, cal))
+        widths = fit_decode_attention(results.get("attention", {}), cal.membw_gbps)
+        decode_attention, width_notes = at_engine_level(widths, kv_cache.layout.cfg.model, cal)
+        cal = replace(cal, decode_attention=decode_attention)
+        inference_notes += width_notes
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 

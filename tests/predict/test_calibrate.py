@@ -16,7 +16,9 @@ from parbench import calibrate
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
-from parbench.predict.calibration import Calibration, load_calibration, user_calibration_dir
+from parbench.config import ConfigError
+from parbench.predict.calibration import Calibration, load_calibration, save_calibration, user_calibration_dir
+from parbench.predict.microbench_fits import at_engine_level
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import compose
@@ -123,6 +125,7 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     for field in ("elementwise_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
+    assert cal.decode_attention == {}  # no decode shapes on a CPU: the one read factor serves every width
 
 
 DECODE_ATTENTION = {"64": {"read_factor": 1.6, "s_per_position": 15e-9}, "128": {"read_factor": 1.2, "s_per_position": 21e-9},
@@ -151,6 +154,27 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
         assert cal.decode_attention[kind] == pytest.approx(figures, rel=1e-2), kind
     assert cal.weight_read_factor == pytest.approx(truth.weight_read_factor, rel=1e-2)
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
+
+
+def test_decode_attention_without_the_calibration_models_width_falls_back_and_says_so():
+    """Per-width figures are scaled to the engine runs' fit at the 1B's width (64, grouped): without that
+    width among the decode shapes there is nothing to scale by, so none are kept, and the notes say why."""
+    model = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b").model
+    cal = replace(load_calibration("h100_sxm"), kv_read_factor=2.0, decode_attention_s_per_position=10e-9)
+    widths = {k: f for k, f in DECODE_ATTENTION.items() if k != "64"}
+    assert at_engine_level(widths, model, cal) == ({}, [
+        "decode attention: no 64 heads among the attention run's decode shapes (128, 64/mha, 128/mha): every width "
+        "at the engine runs' figures"])
+    scaled, notes = at_engine_level(DECODE_ATTENTION, model, cal)
+    assert not notes and scaled["64"] == pytest.approx({"read_factor": 2.0, "s_per_position": 10e-9})
+    assert scaled["128/mha"]["read_factor"] == pytest.approx(1.05 * 2.0 / 1.6)
+
+
+def test_a_profile_with_a_decode_attention_entry_that_cannot_be_read_is_refused(tmp_path):
+    path = save_calibration(replace(load_calibration("h100_sxm"), decode_attention={"wide": {"read_factor": 1.0}}),
+                            tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"decode_attention\['wide'\].*'64' or '128/mha'"):
+        load_calibration(str(path))
 
 
 def test_a_profile_measured_in_bf16_predicts_an_fp32_run_at_fp32_rates():

@@ -126,6 +126,9 @@ def test_a_decode_steps_attention_takes_the_figures_of_its_head_width_and_kind()
     assert widths.decode_attention_figures(80, grouped=True) == (2.0, 0.0)
     assert widths.decode_attention_figures(112, grouped=True) == (3.0, 0.0)
     assert widths.decode_attention_figures(128, grouped=False) == (5.0, 0.0)  # the only one of its kind
+    assert widths.decode_attention_figures(96, grouped=True) == (3.0, 0.0)  # as near to both: the wider
+    grouped_only = replace(widths, decode_attention={k: f for k, f in widths.decode_attention.items() if "mha" not in k})
+    assert grouped_only.decode_attention_figures(64, grouped=False) == (2.0, 0.0)  # no mha measured: the other kind
     assert CAL.decode_attention_figures(64, grouped=True) == (CAL.kv_read_factor, CAL.decode_attention_s_per_position)
     cfg, eager = prediction("workload.decode_mode=eager", cal=widths)
     m = cfg.model

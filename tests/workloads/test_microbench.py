@@ -4,9 +4,12 @@ GPU-only workloads refused on CPU; the nvidia-smi topology parser."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from parbench.report.summary import metrics_table
+from parbench.workloads.microbench.attention import decode_cache_bytes
 from parbench.workloads.microbench.collectives import COLLECTIVES
+from parbench.workloads.microbench.common import copies_to_exceed
 from parbench.workloads.microbench.topology import parse_topo_matrix
 
 ALL_OPS = "[all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,send_recv]"
@@ -84,7 +87,7 @@ def test_attention_cpu_forward_and_backward_tflops(cli):
     """SDPA forward and backward per shape; the FLOPs the model counts (4 B H S D x S/2 forward
     causal, twice that backward) over the measured times."""
     cli.run("workload=attention", "workload.shapes=[[2,4,2,64,16],[1,4,4,128,8]]", "workload.iters=3",
-            "workload.warmup_iters=1", "workload.decode_shapes=[[3,4,2,96,16]]")
+            "workload.warmup_iters=1", "workload.decode_shapes=[[3,4,2,96,16]]", "workload.rotate_bytes=1M")
     run = cli.runs().iloc[0]
     assert run.status == "FINISHED" and run["params.workload.dtype"] == "fp32"
     for shape, (b, h, _, s, d) in (("2x4x2x64x16", (2, 4, 2, 64, 16)), ("1x4x4x128x8", (1, 4, 4, 128, 8))):
@@ -107,6 +110,14 @@ def test_attention_shapes_that_cannot_work_are_refused(cli):
     assert proc.returncode != 0 and "heads a multiple of kv_heads" in proc.stderr + proc.stdout
     proc = cli.run("workload=attention", "workload.decode_shapes=[[2,4,2,64]]", check=False)
     assert proc.returncode != 0 and "workload.decode_shapes=" in proc.stderr + proc.stdout
+    proc = cli.run("workload=attention", "workload.rotate_bytes=lots", check=False)
+    assert proc.returncode != 0 and "rotate_bytes" in proc.stderr + proc.stdout
+
+
+def test_inputs_rotate_through_enough_copies_to_leave_l2():
+    assert copies_to_exceed(512 << 20, 96 << 20) == 6  # 6 x 96 MiB: more than 512 MiB
+    assert copies_to_exceed(512 << 20, 1 << 30) == 1
+    assert decode_cache_bytes([3, 4, 2, 96, 16], torch.bfloat16) == 2 * 3 * 2 * 96 * 16 * 2
 
 
 def test_tp_linear_column_and_row_equal_unsharded(cli):

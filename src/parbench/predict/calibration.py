@@ -9,6 +9,7 @@ efficiencies below, and the prediction says so (docs/plan.md)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Optional
@@ -128,7 +129,8 @@ class Calibration:
     # The same two figures by head width, from the attention microbenchmark's decode shapes (the GPU's):
     # "64", "128" (grouped queries: a block per sequence and KV head) and "64/mha", "128/mha" (one query
     # per KV head, whose positions SDPA splits over blocks), each {"read_factor": the cache read over a
-    # stream's with every SM busy, "s_per_position": one block's pace}; empty: the two figures above.
+    # stream's with every SM busy, "s_per_position": one block's pace}, at the engine's level (the
+    # microbenchmark's ratios between widths, scaled to the engine runs' two figures above); empty: those two.
     decode_attention: Dict[str, Dict[str, float]] = field(default_factory=dict)
     notes: Optional[str] = None
 
@@ -154,11 +156,13 @@ class Calibration:
 
     def decode_attention_figures(self, head_dim: int, grouped: bool) -> tuple[float, float]:
         """(KV cache read factor, seconds per cached position) of a decode step's attention: the measured
-        head width nearest this one, of the same kind (grouped or one query per KV head) where measured."""
+        head width nearest this one (the wider of two as near), of the same kind (grouped or one query per
+        KV head) where measured."""
         if not self.decode_attention:
             return self.kv_read_factor, self.decode_attention_s_per_position
         same_kind = [k for k in self.decode_attention if k.endswith("/mha") != grouped] or list(self.decode_attention)
-        figures = self.decode_attention[min(same_kind, key=lambda k: abs(int(k.split("/")[0]) - head_dim))]
+        widths = {k: int(k.split("/")[0]) for k in same_kind}
+        figures = self.decode_attention[min(same_kind, key=lambda k: (abs(widths[k] - head_dim), -widths[k]))]
         return figures["read_factor"], figures["s_per_position"]
 
     def inference_host(self, phase: str, layers: float) -> float:
@@ -228,7 +232,18 @@ def load_calibration(ref: str) -> Calibration:
     if cal.version != VERSION:
         raise ConfigError(f"calibration file {path} has version {cal.version}, this parbench reads version "
                           f"{VERSION}: run `parbench calibrate` again")
+    check_decode_attention(cal.decode_attention, path)
     return cal
+
+
+def check_decode_attention(widths: Dict[str, Dict[str, float]], path: Path) -> None:
+    """Each entry keyed by a head width ("64", "128/mha") with a positive read_factor and s_per_position."""
+    for key, figures in widths.items():
+        if not re.fullmatch(r"[1-9][0-9]*(/mha)?", key) or set(figures) != {"read_factor", "s_per_position"} \
+                or min(figures.values()) <= 0:
+            raise ConfigError(f"calibration file {path}: decode_attention[{key!r}] = {dict(figures)}: give a head width "
+                              "such as '64' or '128/mha' with positive read_factor and s_per_position, or run "
+                              "`parbench calibrate` again")
 
 
 def save_calibration(cal: Calibration, path: Path) -> Path:

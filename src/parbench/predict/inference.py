@@ -146,11 +146,12 @@ def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
     return pp * cal.inference_host(phase, layout.cfg.model.layers / pp)
 
 
-def cache_write_per_token(layout: Layout) -> float:
-    """Elements a layer's prefill moves per token to put K and V into the cache: with RoPE, the pass
-    that rotates q and k writes them there (elementwise_per_token counts it); without, q, k and v
-    are copied out of the fused projection into the heads' layout and the cache, read and written
-    (GPT-2 XL, H100, 8 x 512 tokens: 1.2 of the prefill's 6.2 ms of element-wise kernels)."""
+def qkv_copy_per_token(layout: Layout) -> float:
+    """Elements a layer's prefill moves per token to lay q, k and v out by heads and into the cache.
+    Without RoPE a copy of each out of the fused projection, read and written (GPT-2 XL, H100, 8 x 512
+    tokens: 1.2 of the prefill's 6.2 ms of element-wise kernels); with RoPE the rotation's pass lays out
+    q and k (elementwise_per_token counts it), and v's write into the cache is left to the fitted
+    element-wise factor."""
     m, fam = layout.cfg.model, layout.family
     hd = m.head_dim or m.hidden // m.heads
     return 2 * (m.heads + 2 * m.kv_heads) * hd / layout.dims.tp if fam.learned_positions else 0.0
@@ -159,22 +160,26 @@ def cache_write_per_token(layout: Layout) -> float:
 def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration) -> float:
     """The prompts' element-wise traffic through every layer (already one tp rank's share), at the
     factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
-    per_token = elementwise_per_token(layout, bias_gradients=False) + cache_write_per_token(layout)
+    per_token = elementwise_per_token(layout, bias_gradients=False) + qkv_copy_per_token(layout)
     nbytes = per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers
     return cal.elementwise_seconds(nbytes, resolved_decode_mode(layout.cfg) == "compile")
 
 
+def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
+    """The prompts' causal attention at its forward rate for the prompt's length."""
+    w, m = layout.cfg.workload, layout.cfg.model
+    flops = prefill_attention_flops(m, w.batch_size, w.input_len) / layout.dims.tp
+    return cal.attention_seconds(flops, attended_positions(w.input_len, True, m.sliding_window), forward_only=True)
+
+
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
     """The prompts' GEMMs, each at the rate of its size (or its weights' read), the last positions'
-    head, and their causal attention at its forward rate for the prompt's length."""
+    head, and their attention."""
     w, m = layout.cfg.workload, layout.cfg.model
-    attention = prefill_attention_flops(m, w.batch_size, w.input_len)
-    attended = attended_positions(w.input_len, True, m.sliding_window)
     tokens, tp = w.batch_size * w.input_len, layout.dims.tp
     # the head over each sequence's last position: a GEMM of `batch` rows, its weights' read
     head = gemm_call_seconds(cal, 2 * w.batch_size * m.vocab * m.hidden / tp, m.vocab * m.hidden * layout.dtype_bytes / tp)
-    return (gemm_seconds(layout, cal, tokens, 2 * tokens / tp) + head
-            + cal.attention_seconds(attention / tp, attended, forward_only=True))
+    return gemm_seconds(layout, cal, tokens, 2 * tokens / tp) + head + prefill_attention_seconds(layout, cal)
 
 
 def prefill(layout: Layout, cal: Calibration) -> Forward:

@@ -55,13 +55,18 @@ def attention_figures(metrics: dict) -> dict[str, float]:
 
 
 class DecodeCall(NamedTuple):
-    """One decode shape of the attention microbenchmark: its sequences and cached positions, the time
-    of one call and the K and V bytes it read."""
+    """One decode shape of the attention microbenchmark: its (batch, heads, kv_heads), which a slope over
+    the positions holds fixed, its cached positions, the time of one call and the K and V bytes it read."""
 
-    batch: int
+    group: tuple[int, int, int]
     positions: int
     seconds: float
     nbytes: float
+
+    @property
+    def blocks(self) -> int:
+        """The (sequence, KV head) thread blocks of the call."""
+        return self.group[0] * self.group[2]
 
 
 def decode_attention_class(shape: list[int]) -> str:
@@ -70,9 +75,9 @@ def decode_attention_class(shape: list[int]) -> str:
     return f"{head_dim}" if heads > kv_heads else f"{head_dim}/mha"
 
 
-def slope_in_positions(points: list[tuple[int, float]]) -> float | None:
-    """(positions, y) of one batch at two or more lengths -> dy per position (a call's fixed cost drops out)."""
-    line = fit_line([x for x, _ in points], [y for _, y in points])
+def slope_in_positions(calls: list[DecodeCall], y) -> float | None:
+    """dy/dposition over calls of one group at two or more lengths (a call's fixed cost drops out)."""
+    line = fit_line([c.positions for c in calls], [y(c) for c in calls])
     return line.slope if line is not None and line.slope > 0 else None
 
 
@@ -82,38 +87,43 @@ def decode_calls(metrics: dict) -> dict[str, list[DecodeCall]]:
     for key, us in metrics.items():
         if key.startswith("decode_attention_time_us/"):
             name = key.split("/")[1]
-            shape = [int(v) for v in name.split("x")]
+            batch, heads, kv_heads, positions, _ = shape = [int(v) for v in name.split("x")]
             nbytes = metrics[f"decode_attention_gbps/{name}"] * 1e3 * us  # GB/s x µs
-            calls.setdefault(decode_attention_class(shape), []).append(DecodeCall(shape[0], shape[3], us * 1e-6, nbytes))
+            calls.setdefault(decode_attention_class(shape), []).append(
+                DecodeCall((batch, heads, kv_heads), positions, us * 1e-6, nbytes))
     return calls
 
 
-def decode_attention_figures(metrics: dict, membw_gbps: float) -> dict[str, dict[str, float]]:
-    """The decode shapes, per head width and kind: from the fewest sequences at two lengths a block's
-    time per position, and from the most (every SM busy) the time per byte of the cache, as a factor
-    over the stream's; both slopes over the positions."""
+def fit_decode_attention(metrics: dict, membw_gbps: float) -> dict[str, dict[str, float]]:
+    """The decode shapes, per head width and kind: from the group of fewest thread blocks at two lengths
+    a block's time per position, and from the most (every SM busy) the time per byte of the cache, as
+    a factor over the stream's; both slopes over the positions."""
     figures = {}
     for kind, calls in decode_calls(metrics).items():
-        fewest, most = (f(c.batch for c in calls) for f in (min, max))
-        pace = slope_in_positions([(c.positions, c.seconds) for c in calls if c.batch == fewest])
-        busy_time = slope_in_positions([(c.positions, c.seconds) for c in calls if c.batch == most])
-        busy_bytes = slope_in_positions([(c.positions, c.nbytes) for c in calls if c.batch == most])
-        if most > fewest and pace and busy_time and busy_bytes:
+        fewest, most = (min(calls, key=lambda c: c.blocks).group, max(calls, key=lambda c: c.blocks).group)
+        few = [c for c in calls if c.group == fewest]
+        busy = [c for c in calls if c.group == most]
+        pace = slope_in_positions(few, lambda c: c.seconds)
+        busy_time, busy_bytes = slope_in_positions(busy, lambda c: c.seconds), slope_in_positions(busy, lambda c: c.nbytes)
+        if most != fewest and pace and busy_time and busy_bytes:
             figures[kind] = {"read_factor": membw_gbps * 1e9 * busy_time / busy_bytes, "s_per_position": pace}
     return figures
 
 
-def at_engine_level(widths: dict[str, dict[str, float]], model: ModelConfig, cal: Calibration) -> dict[str, dict[str, float]]:
+def at_engine_level(widths: dict[str, dict[str, float]], model: ModelConfig,
+                    cal: Calibration) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Each head width's figures scaled so that the calibration model's own equal the engine runs' fits
     (cal.kv_read_factor, cal.decode_attention_s_per_position): the microbenchmark times SDPA alone, the
     engine inside its compiled step with its other kernels; the ratios between widths are what carry over.
-    None without the calibration model's width."""
-    own = widths.get(decode_attention_class([1, model.heads, model.kv_heads, 1, model.head_dim or model.hidden // model.heads]))
+    Empty, with a note, where the microbenchmark did not measure the calibration model's width."""
+    own_kind = decode_attention_class([1, model.heads, model.kv_heads, 1, model.head_dim or model.hidden // model.heads])
+    own = widths.get(own_kind)
     if not own:
-        return {}
+        return {}, [f"decode attention: no {own_kind} heads among the attention run's decode shapes "
+                    f"({', '.join(widths) or 'none'}): every width at the engine runs' figures"] if widths else []
     read, pace = cal.kv_read_factor / own["read_factor"], cal.decode_attention_s_per_position / own["s_per_position"]
     return {kind: {"read_factor": f["read_factor"] * read, "s_per_position": f["s_per_position"] * pace}
-            for kind, f in widths.items()}
+            for kind, f in widths.items()}, []
 
 
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:

@@ -11,12 +11,14 @@ each row's softmax statistics cost as much as many more keys would): `parbench c
 `decode_shapes` [batch, heads, kv_heads, positions, head_dim] time a decode step's attention as the
 native engine's static step runs it (models.kv_cache.one_token_attention: one new query per sequence
 over a cache buffer of `positions`, the query heads of a KV group as its rows, a mask of the positions
-written, here all of them):
+written, here all of them). The calls take enough caches in turn to exceed `rotate_bytes`, as a
+model's layers each read their own, so that a small cache is not read from L2:
 
     decode_attention_time_us     median time of one call
     decode_attention_gbps        the K and V buffer's bytes over that time
-    decode_attention_ns_per_position   the time over the positions: the pace of one (sequence, KV head)
-                                 thread block, where fewer blocks run than the device has SMs"""
+    decode_attention_ns_per_position   the time over the positions, a call's fixed cost included: where
+                                 fewer (sequence, KV head) thread blocks run than the device has SMs,
+                                 close to one block's pace"""
 
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ from parbench.dtypes import torch_dtype
 from parbench.metrics.flops import attended_positions
 from parbench.metrics.timing import time_each
 from parbench.models.kv_cache import one_token_attention
-from parbench.workloads.microbench.common import rank_mean, shape_name
+from parbench.workloads.microbench.common import copies_to_exceed, rank_mean, shape_name
 from parbench.workloads.reporting import StepReporter
+from parbench.workloads.specs.microbench import parse_size
 
 
 def forward_flops(shape: list[int], causal: bool) -> float:
@@ -60,25 +63,39 @@ def time_passes(shape: list[int], causal: bool, dtype: torch.dtype, device: torc
     return statistics.median(fwd), statistics.median(bwd)
 
 
-def time_decode(shape: list[int], dtype: torch.dtype, device: torch.device, iters: int, warmup: int) -> float:
+def decode_cache_bytes(shape: list[int], dtype: torch.dtype) -> int:
+    """The K and V buffers of a [batch, heads, kv_heads, positions, head_dim] decode shape."""
+    batch, _, kv_heads, positions, head_dim = shape
+    return 2 * batch * kv_heads * positions * head_dim * dtype.itemsize
+
+
+def time_decode(shape: list[int], dtype: torch.dtype, device: torch.device, iters: int, warmup: int,
+                rotate_bytes: int) -> float:
     """Median seconds of one decode step's attention over a [batch, heads, kv_heads, positions,
-    head_dim] cache, as the engine's static step calls it."""
+    head_dim] cache, as the engine's static step calls it; the calls take caches in turn, as the
+    engine's layers do, so that none is read from L2."""
     batch, heads, kv_heads, positions, head_dim = shape
     q = torch.randn(batch, heads, 1, head_dim, dtype=dtype, device=device)
-    k, v = (torch.randn(batch, kv_heads, positions, head_dim, dtype=dtype, device=device) for _ in range(2))
+    caches = [[torch.randn(batch, kv_heads, positions, head_dim, dtype=dtype, device=device) for _ in range(2)]
+              for _ in range(copies_to_exceed(rotate_bytes, decode_cache_bytes(shape, dtype)))]
     visible = torch.ones(1, positions, dtype=torch.bool, device=device)
-    return statistics.median(time_each(lambda _: one_token_attention(q, k, v, visible), iters, device, warmup=warmup))
+
+    def call(i: int) -> None:
+        one_token_attention(q, *caches[i % len(caches)], visible)
+
+    return statistics.median(time_each(call, iters, device, warmup=warmup))
 
 
 def decode_points(cfg: Config, env: DistEnv, reporter: StepReporter) -> list[dict]:
     w = cfg.workload
+    dtype = torch_dtype(w.dtype)
     points = []
     for i, shape in enumerate(w.decode_shapes):
-        seconds = rank_mean(time_decode(shape, torch_dtype(w.dtype), env.device, w.iters, w.warmup_iters), env.device)
-        batch, _, kv_heads, positions, head_dim = shape
-        cache_bytes = 2 * batch * kv_heads * positions * head_dim * torch_dtype(w.dtype).itemsize
-        point = {"decode_attention_time_us": seconds * 1e6, "decode_attention_gbps": cache_bytes / seconds / 1e9,
-                 "decode_attention_ns_per_position": seconds / positions * 1e9}
+        seconds = rank_mean(time_decode(shape, dtype, env.device, w.iters, w.warmup_iters, parse_size(w.rotate_bytes)),
+                            env.device)
+        point = {"decode_attention_time_us": seconds * 1e6,
+                 "decode_attention_gbps": decode_cache_bytes(shape, dtype) / seconds / 1e9,
+                 "decode_attention_ns_per_position": seconds / shape[3] * 1e9}
         points.append({"shape": shape_name(shape), **point})
         reporter.step(i, len(w.decode_shapes), f"decode {shape_name(shape)}", **point)
     return points

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import torch
@@ -23,6 +24,12 @@ def rank_mean(value: float, device: torch.device) -> float:
 
 def largest(values_by_size: dict[int, float]) -> float:
     return values_by_size[max(values_by_size)]
+
+
+def copies_to_exceed(rotate_bytes: int, each_bytes: int) -> int:
+    """How many copies of an input of each_bytes together exceed rotate_bytes (at least one): calls that
+    take them in turn find none in L2 from the call before, as a model's layers find theirs."""
+    return max(1, math.ceil(rotate_bytes / each_bytes))
 
 
 def shape_name(shape: list[int]) -> str:

@@ -19,7 +19,7 @@ from parbench.metrics.timing import time_each
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
-from parbench.workloads.microbench.common import rank_mean, shape_name
+from parbench.workloads.microbench.common import copies_to_exceed, rank_mean, shape_name
 from parbench.workloads.specs.microbench import parse_size
 from parbench.workloads.reporting import StepReporter
 
@@ -34,8 +34,7 @@ def set_matmul_dtype(name: str) -> torch.dtype:
 def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, rotate_bytes: int):
     """Enough random (A, B) pairs that together they exceed rotate_bytes (at least one)."""
     m, k, n = shape
-    pair_bytes = (m * k + k * n) * dtype.itemsize
-    pairs = max(1, math.ceil(rotate_bytes / pair_bytes))
+    pairs = copies_to_exceed(rotate_bytes, (m * k + k * n) * dtype.itemsize)
     return [(torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device))
             for _ in range(pairs)]
 

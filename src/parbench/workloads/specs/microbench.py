@@ -95,6 +95,7 @@ class AttentionWorkload:
                                                              [2, 32, 8, 4096, 64], [1, 32, 8, 8192, 64]])
     # [batch, heads, kv_heads, positions, head_dim]: a decode step's attention over a static cache buffer
     decode_shapes: List[List[int]] = field(default_factory=list)
+    rotate_bytes: str = "512M"  # the decode shapes' caches rotate through at least this many bytes
     causal: bool = True
     dtype: str = "auto"  # bf16 on GPU, fp32 on CPU
     warmup_iters: int = 5
@@ -112,6 +113,7 @@ def validate_attention(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.decode_shapes={w.decode_shapes}: give a list of [batch, heads, kv_heads, "
                           "positions, head_dim] with positive sizes and heads a multiple of kv_heads, e.g. "
                           "workload.decode_shapes=[[16,32,8,1024,64]]")
+    parse_size(w.rotate_bytes, "rotate_bytes")
     check_iterations(w)
 
 
