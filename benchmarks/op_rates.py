@@ -25,7 +25,7 @@ from parbench.metrics.timing import time_each
 from parbench.models.shapes import model_shapes
 from parbench.workloads.microbench.attention import time_passes
 from parbench.planner import compose_config
-from parbench.predict.calibration import calibration_for
+from parbench.predict.profile import calibration_for
 from parbench.predict.costs import gemm_call_seconds, typical_gemm_flops
 
 ITERS = 20
@@ -57,7 +57,7 @@ def attention_rows(cfg, cal, device: torch.device, dtype: torch.dtype) -> list[t
     fwd, bwd = time_passes([w.batch_size, m.heads, m.kv_heads, w.seq_len, hd], True, dtype, device, ITERS, 3)
     flops = attention_flops_per_token(m, w.seq_len, causal=True) / m.layers * w.batch_size * w.seq_len
     attended = attended_positions(w.seq_len, True, m.sliding_window)
-    both, fwd_model = cal.attention_seconds(flops, attended), cal.attention_seconds(flops / 3, attended, forward_only=True)
+    both, fwd_model = cal.attention_seconds(flops, attended, 1, hd), cal.attention_seconds(flops / 3, attended, 1, hd, forward_only=True)
     name = f"{m.heads}x{hd} heads, {m.kv_heads} kv"
     return [(f"attention fwd {name}", flops / 3, fwd, fwd_model, fwd_model),
             (f"attention bwd {name}", 2 * flops / 3, bwd, both - fwd_model, both - fwd_model)]

@@ -28,7 +28,8 @@ from parbench.fmt import format_metric
 from parbench.prepare import validate
 from parbench.planner import compose_config
 from parbench.predict import predict
-from parbench.predict.calibration import calibration_for, load_calibration
+from parbench.predict.calibration import load_calibration
+from parbench.predict.profile import calibration_for
 from parbench.predict.inference import predict_inference
 
 ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp"]

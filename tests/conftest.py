@@ -72,6 +72,14 @@ HF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "gpt2")
 # whose extra steps let MoE routing drift; the single-process reference of tests/parallel.
 TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4", "profile.enabled=false")
 
+# Attention figures per head width, as a GPU profile holds them (tests of their fit and use).
+ATTENTION_WIDTHS = {"64": {"attention_tflops": 400, "attention_extra_positions": 700, "attention_call_s": 40e-6,
+                           "attention_forward_tflops": 600, "attention_forward_extra_positions": 300,
+                           "attention_forward_call_s": 10e-6},
+                    "128": {"attention_tflops": 550, "attention_extra_positions": 900, "attention_call_s": 50e-6,
+                            "attention_forward_tflops": 700, "attention_forward_extra_positions": 500,
+                            "attention_forward_call_s": 15e-6}}
+
 
 def hf_model(family: str) -> tuple[str, ...]:
     """The overrides that build tests/models/hf_tiny/<family>/config.json, training on 64 tokens as

@@ -26,7 +26,9 @@ from parbench.config.schema import Config
 from parbench.fmt import format_metric
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.predict.calibration import CALIBRATION_DIR, Calibration, calibration_for, save_calibration, user_calibration_dir
+from parbench.predict.calibration import (ATTENTION_FIELDS, CALIBRATION_DIR, Calibration, save_calibration,
+                                         user_calibration_dir)
+from parbench.predict.profile import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (at_engine_level, attention_figures, fit_decode_attention, fit_links,
@@ -188,18 +190,28 @@ def decode_attention_summary(cal: Calibration) -> str:
         for kind, f in figures.items())
 
 
+def attention_summary(cal: Calibration) -> str:
+    widths = cal.attention_widths or {"every": {f: getattr(cal, f) for f in ATTENTION_FIELDS}}
+
+    def curve(f: dict, prefix: str) -> str:
+        return (f"{format_metric('tflops', f[f'{prefix}_tflops'])} +{f[f'{prefix}_extra_positions']:.0f} keys a query "
+                f"+ {format_metric('latency_s', f[f'{prefix}_call_s'])} a call")
+
+    return "attention " + ", ".join(f"{width}: {curve(f, 'attention')} (forward {curve(f, 'attention_forward')})"
+                                    for width, f in widths.items())
+
+
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     return "\n".join([
         f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-        f"GFLOP), attention {format_metric('tflops', cal.attention_tflops)} (+{cal.attention_extra_positions:.0f} keys "
-        f"a query), memory "
+        f"GFLOP), {attention_summary(cal)}, memory "
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
         f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; weights read x"
         f"{cal.weight_read_factor:.3g}; {decode_attention_summary(cal)}",
-        f"[calibrate] element-wise x{cal.elementwise_factor}, recompute {cal.recompute}, activations x"
+        f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute {cal.recompute}, activations x"
         f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
         f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"

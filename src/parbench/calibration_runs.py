@@ -11,7 +11,7 @@ from parbench.predict.layout import Layout
 from parbench.prepare import validate
 
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]",
-             "attention": "[[8,4,2,64,16],[4,4,2,128,16],[2,4,2,256,16],[1,4,2,512,16]]", "membw_end": "64M",
+             "attention": "[[8,4,2,64,16],[4,4,2,128,16],[2,4,2,256,16],[1,4,2,512,16],[2,4,2,64,16]]", "membw_end": "64M",
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
              "infer": ["workload.input_len=32", "workload.output_len=8"],
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
@@ -32,9 +32,10 @@ EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
-             # the 1B Llama's heads (64 wide) from 1,024 to 8,192 tokens, and Qwen3's (128 wide)
-             "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[8,16,8,1024,128],"
-                          "[2,16,8,4096,128]]",
+             # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
+             # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
+             "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
+                          "[8,32,8,512,64],[8,16,8,1024,128],[4,16,8,2048,128],[2,16,8,4096,128],[2,16,8,1024,128]]",
              # a decode step's attention (decode_shapes) per head width, 64 and 128, grouped (Llama 1B's, Qwen3's)
              # and one query per KV head (GPT-2's, Llama 2's): one sequence and every SM busy, each at two lengths;
              # how its cost changes with the width, at the level the engine runs below fix (calibrate.fit)
@@ -53,7 +54,7 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
-    """The model's step eager and compiled under each checkpointing mode."""
+    """The model's step eager and compiled under each checkpointing mode, and with Qwen3's q and k norms."""
     base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
             "parallel=dp"]
     short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
@@ -62,6 +63,7 @@ def train_runs(s: dict) -> dict[str, list[str]]:
         for ac in ("none", "selective", "full"):
             runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
                                     f"workload.activation_checkpointing={ac}"]
+        runs[f"{mode}_qk_norm"] = [*runs[f"{mode}_none"], "model.qk_norm=true"]
     return runs
 
 

@@ -17,16 +17,18 @@ from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
 from parbench.config import ConfigError
-from parbench.predict.calibration import Calibration, load_calibration, save_calibration, user_calibration_dir
+from parbench.metrics.flops import attended_positions
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, load_calibration, save_calibration, user_calibration_dir
 from parbench.predict.microbench_fits import at_engine_level
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
-from conftest import compose
+from conftest import ATTENTION_WIDTHS, compose
 
 ONE_CPU = ["hardware=cpu", "hardware.gpus_per_node=1"]
 REAL_RUN = subprocess.run  # what is not a calibration run (mlflow's own git calls) runs for real
-TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_positions=300.0,
-                attention_forward_tflops=0.07, attention_forward_extra_positions=200.0, elementwise_factor={"eager": 2.5, "compiled": 1.2},
+TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_positions=300.0, attention_call_s=3e-4,
+                attention_forward_tflops=0.07, attention_forward_extra_positions=200.0, attention_forward_call_s=1e-4,
+                elementwise_factor={"eager": 2.5, "compiled": 1.2}, qk_norm_factor={"eager": 2.0, "compiled": 1.4},
                 recompute={"eager/selective": 0.3, "eager/full": 0.9, "compiled/selective": 0.1, "compiled/full": 0.8},
                 activation_scale={"eager/none": 1.3, "eager/selective": 1.1, "compiled/none": 0.7, "compiled/selective": 0.6},
                 logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
@@ -41,10 +43,9 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {f"matmul_tflops/{n}x{n}x{n}": truth.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
     if name == "membw":
         return {"membw_gbps": truth.membw_gbps}
-    if name == "attention":  # the FLOPs of forward and backward, each query attending seq / 2 keys
+    if name == "attention":  # one call of forward and backward, or of the forward, per shape
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))["attention"][1:])
-        rate = lambda s, fwd: 1e-12 / truth.attention_seconds(1.0, s[3] / 2, forward_only=fwd)  # noqa: E731
-        return {**{f"attention_{p}tflops/{'x'.join(map(str, s))}": rate(s, p == "fwd_")
+        return {**{f"attention_{p}tflops/{'x'.join(map(str, s))}": attention_tflops(s, p == "fwd_", truth)
                    for s in json.loads(run["workload.shapes"]) for p in ("", "fwd_")},
                 **decode_attention_metrics(json.loads(run.get("workload.decode_shapes", "[]")), alone(truth))}
     layout = calibrate.benchmark_layout(overrides, name)
@@ -53,6 +54,13 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
     p = predict_step(layout, truth)
     return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb}
+
+
+def attention_tflops(shape: list[int], forward: bool, truth: Calibration) -> float:
+    batch, heads, _, seq, head_dim = shape
+    attended = attended_positions(seq, True)
+    flops = (1 if forward else 3) * 4 * batch * heads * seq * head_dim * attended
+    return flops / truth.attention_seconds(flops, attended, 1, head_dim, forward_only=forward) / 1e12
 
 
 def alone(truth: Calibration) -> Calibration:
@@ -117,12 +125,10 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     results = calibrate.run_all(overrides, calibrate.benchmarks(cfg), tmp_path)
     cal, notes = calibrate.fit(cfg, overrides, results, load_calibration("cpu"))
     assert not [n for n in notes if "kept the figure" in n]
-    attention = ("attention_tflops", "attention_extra_positions", "attention_forward_tflops",
-                 "attention_forward_extra_positions")
-    assert [getattr(cal, f) for f in attention] == pytest.approx([getattr(TRUTH, f) for f in attention], rel=1e-2)
+    assert [getattr(cal, f) for f in ATTENTION_FIELDS] == pytest.approx([getattr(TRUTH, f) for f in ATTENTION_FIELDS], rel=1e-2)
     host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "kv_read_factor")
     assert [getattr(cal, f) for f in host] == pytest.approx([getattr(TRUTH, f) for f in host], rel=1e-2)
-    for field in ("elementwise_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
+    for field in ("elementwise_factor", "qk_norm_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
     assert cal.decode_attention == {}  # no decode shapes on a CPU: the one read factor serves every width
@@ -133,14 +139,14 @@ DECODE_ATTENTION = {"64": {"read_factor": 1.6, "s_per_position": 15e-9}, "128": 
 
 
 def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention(monkeypatch, tmp_path):
-    """On a GPU a static decode step's attention has a floor per cached position, which the one-sequence,
+    """On a GPU attention's rate curve and call cost are fitted per head width. A static decode step's attention has a floor per cached position, which the one-sequence,
     4096-token run fixes, and the large-batch run fixes the KV cache's read factor, both at the 1B's head
     width; the attention microbenchmark's decode shapes (one sequence at two lengths: a block's pace, every
     SM busy: the read factor; a call's fixed cost drops out of both slopes) carry them to the other widths.
     The tiny model's two depths fix a decode step's latencies, so that the deeper 1B run fixes the
     weights' read factor."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
-    truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION,
+    truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION, attention_widths=ATTENTION_WIDTHS,
                     weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6})
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
     cfg, overrides = calibrate.local_config(one_gpu)
@@ -149,6 +155,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert any(o.startswith("workload.decode_shapes=") for o in runs["attention"])
     cal, notes = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), load_calibration("h100_sxm"))
     assert not [n for n in notes if "kept the figure" in n]
+    for width, figures in ATTENTION_WIDTHS.items():  # each head width's own attention curve
+        assert cal.attention_widths[width] == pytest.approx(figures, rel=1e-2), width
     assert set(cal.decode_attention) == set(DECODE_ATTENTION)
     for kind, figures in DECODE_ATTENTION.items():
         assert cal.decode_attention[kind] == pytest.approx(figures, rel=1e-2), kind
@@ -170,16 +178,20 @@ def test_decode_attention_without_the_calibration_models_width_falls_back_and_sa
     assert scaled["128/mha"]["read_factor"] == pytest.approx(1.05 * 2.0 / 1.6)
 
 
-def test_a_profile_with_a_decode_attention_entry_that_cannot_be_read_is_refused(tmp_path):
+def test_a_profile_with_a_per_width_entry_that_cannot_be_read_is_refused(tmp_path):
     path = save_calibration(replace(load_calibration("h100_sxm"), decode_attention={"wide": {"read_factor": 1.0}}),
                             tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"decode_attention\['wide'\].*'64' or '128/mha'"):
+        load_calibration(str(path))
+    path = save_calibration(replace(load_calibration("h100_sxm"), attention_widths={"64": {"attention_tflops": 400.0}}),
+                            tmp_path / "bad_widths.yaml")
+    with pytest.raises(ConfigError, match=r"attention_widths\['64'\].*attention_call_s"):
         load_calibration(str(path))
 
 
 def test_a_profile_measured_in_bf16_predicts_an_fp32_run_at_fp32_rates():
     """The shipped H100 profile is bf16's; an fp32 run gets its GEMM and attention rates scaled by the peaks."""
-    from parbench.predict.calibration import calibration_for
+    from parbench.predict.profile import calibration_for
 
     hw = compose("hardware=h100_sxm", "hardware.gpus_per_node=1").hardware
     bf16, fp32 = calibration_for(hw, "bf16", None), calibration_for(hw, "fp32", None)

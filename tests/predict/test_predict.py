@@ -4,7 +4,7 @@ the fit check and plan as a user meets them."""
 
 from __future__ import annotations
 
-import math
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from parbench.calibration_runs import GPU_SIZES
 from parbench.config import ConfigError
 from parbench.models.build import build_model, count_params
 from parbench.prepare import prediction_plan, validate
@@ -19,15 +20,15 @@ from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
 from parbench.predict.calibration import Calibration, LinkFit, load_calibration
-from parbench.metrics.flops import attention_flops_per_token
+from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.metrics.inference_cost import prefill_attention_flops
 from parbench.predict.costs import attention_seconds, matmul_seconds, typical_gemm_flops
-from parbench.predict.inference import prefill_compute_seconds
+from parbench.predict.inference import prefill_attention_seconds
 from parbench.predict.microbench_fits import attention_figures, fit_link, fit_matmul, matmul_figures
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
 from parbench.models.shapes import param_counts
-from conftest import compose
+from conftest import ATTENTION_WIDTHS, compose
 
 # model=hf reads a config.json (its counts: tests/models/test_hf_families.py).
 MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if p.stem != "hf")
@@ -97,33 +98,56 @@ def test_latency_bandwidth_and_matmul_fits_recover_their_parameters():
     assert tflops == pytest.approx(600) and half == pytest.approx(2.0)
 
 
-def test_attention_costs_a_short_sequence_more_per_flop_as_its_microbenchmark_measured():
-    """The attention microbenchmark's shapes give the long-sequence rate and the extra keys a query
-    costs, of forward and backward and of the forward alone; a step's and a prefill's attention then cost more per FLOP the shorter
-    the sequence, as FlashAttention measures (H100, 2026-11-26: 179 TFLOP/s at 1,024 tokens, 316 at 4,096)."""
-    rate = lambda s: 400 * (s / 2) / (s / 2 + 700)  # noqa: E731
-    shapes = [(8, 32, 8, 1024, 64), (4, 32, 8, 2048, 64), (1, 32, 8, 8192, 64)]
-    metrics = {f"attention_tflops/{'x'.join(map(str, s))}": rate(s[3]) for s in shapes}
-    metrics |= {k.replace("attention_", "attention_fwd_"): 1.5 * v for k, v in metrics.items()}
-    figures = attention_figures(metrics)
-    assert figures == pytest.approx({"attention_tflops": 400, "attention_extra_positions": 700,
-                                     "attention_forward_tflops": 600, "attention_forward_extra_positions": 700})
+def attention_microbenchmark(shapes: list[list[int]], widths: dict) -> dict:
+    """The attention run's TFLOP/s per shape on a machine of these figures per head width."""
+    metrics = {}
+    for b, h, kv, s, d in shapes:
+        f, a, name = widths[str(d)], attended_positions(s, True), f"{b}x{h}x{kv}x{s}x{d}"
+        flops = 4 * b * h * s * d * a
+        both = f["attention_call_s"] + 3 * flops * (1 + f["attention_extra_positions"] / a) / (f["attention_tflops"] * 1e12)
+        fwd = f["attention_forward_call_s"] + flops * (1 + f["attention_forward_extra_positions"] / a) / (
+            f["attention_forward_tflops"] * 1e12)
+        metrics |= {f"attention_tflops/{name}": 3 * flops / both / 1e12, f"attention_fwd_tflops/{name}": flops / fwd / 1e12}
+    return metrics
+
+
+def test_attention_costs_a_short_sequence_and_a_small_batch_more_per_flop_as_its_microbenchmark_measured():
+    """The calibration's attention shapes give, per head width, the long-sequence rate, the extra keys a
+    query costs and a call's fixed cost (one length at two batches tells the last two apart), of forward
+    and backward and of the forward alone; a step's and a prefill's attention then cost more per FLOP the
+    shorter the sequence, as FlashAttention measures (H100, 2026-11-27, 64-wide heads' forward: 313
+    TFLOP/s at 8 x 1,024 tokens, 235 at 2 x 1,024, 438 at 1 x 8,192)."""
+    figures = attention_figures(attention_microbenchmark(json.loads(GPU_SIZES["attention"]), ATTENTION_WIDTHS))
+    for width, truth in ATTENTION_WIDTHS.items():
+        assert figures["attention_widths"][width] == pytest.approx(truth, rel=1e-6), width
     cal = replace(load_calibration("h100_sxm"), **figures)
 
-    def per_flop(seq: int) -> float:
+    def step(seq: int) -> tuple[float, float, Layout]:
         lay = Layout.of(cfg := compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b",
                                        f"workload.seq_len={seq}", f"workload.batch_size={8192 // seq}"), validate(cfg, None))
-        flops = attention_flops_per_token(cfg.model, seq, causal=True) * lay.tokens_per_step
-        return attention_seconds(lay, cal) / flops
+        return attention_flops_per_token(cfg.model, seq, causal=True) * lay.tokens_per_step, attention_seconds(lay, cal), lay
 
-    assert per_flop(1024) * 1e12 == pytest.approx(1 / rate(1024)) and per_flop(1024) > 1.7 * per_flop(8192)
-    infer = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b", "workload=inference",
+    t64 = ATTENTION_WIDTHS["64"]
+    flops, seconds, lay = step(1024)
+    assert seconds == pytest.approx(flops * (1 + t64["attention_extra_positions"] / attended_positions(1024, True))
+                                    / (t64["attention_tflops"] * 1e12) + lay.cfg.model.layers * t64["attention_call_s"])
+    assert seconds / flops > 1.7 * step(8192)[1] / step(8192)[0]
+    infer = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=qwen3_1_7b", "workload=inference",
                     "workload.input_len=1024", "workload.batch_size=8")
     lay = Layout.of(infer, validate(infer, None))
-    gemms_only = replace(cal, attention_tflops=math.inf, attention_forward_tflops=math.inf)
-    attention = prefill_compute_seconds(lay, cal) - prefill_compute_seconds(lay, gemms_only)
-    flops = prefill_attention_flops(infer.model, 8, 1024)
-    assert attention == pytest.approx(flops / (1.5 * rate(1024) * 1e12))
+    t128, a = ATTENTION_WIDTHS["128"], attended_positions(1024, True)
+    assert prefill_attention_seconds(lay, cal) == pytest.approx(
+        prefill_attention_flops(infer.model, 8, 1024) * (1 + t128["attention_forward_extra_positions"] / a)
+        / (t128["attention_forward_tflops"] * 1e12) + infer.model.layers * t128["attention_forward_call_s"])
+
+
+def test_attention_shapes_of_one_length_per_batch_fit_the_rate_curve_alone():
+    """Shapes that keep batch x length fixed cannot tell a call's fixed cost from the short sequences'
+    penalty: the fit is the rate curve alone, its fixed cost 0."""
+    shapes = [[8, 32, 8, 1024, 64], [4, 32, 8, 2048, 64], [1, 32, 8, 8192, 64]]
+    no_call = {"64": {**ATTENTION_WIDTHS["64"], "attention_call_s": 0.0, "attention_forward_call_s": 0.0}}
+    figures = attention_figures(attention_microbenchmark(shapes, no_call))
+    assert figures.pop("attention_widths") == {} and figures == pytest.approx(no_call["64"])
 
 
 @pytest.mark.parametrize("model", ["llama3_2_1b", "gpt2_xl", "mixtral_8x7b"])
@@ -291,7 +315,7 @@ def test_plan_refuses_what_cannot_fit_and_ranks_the_rest_stably(tmp_path):
 
 def test_a_calibration_without_a_figure_is_refused_with_the_command_to_make_one():
     cfg = compose("hardware=cpu")
-    from parbench.predict.calibration import spec_calibration
+    from parbench.predict.profile import spec_calibration
 
     with pytest.raises(ConfigError, match="parbench calibrate hardware=cpu"):
         spec_calibration(cfg.hardware, "fp32")

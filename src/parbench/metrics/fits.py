@@ -64,14 +64,27 @@ class AlphaBeta:
         return self.alpha_s + self.beta_s_per_byte * np.asarray(size_bytes, dtype=float)
 
 
+def fit_relative(columns: list, time_s) -> np.ndarray | None:
+    """Coefficients of time = sum of coefficient x column (a column: one value per point, or a
+    constant) by least squares on relative error, each point divided by its time: times that span
+    decades, where an absolute fit would let the longest decide the fixed cost, which only the short
+    ones show. None where the columns do not tell the coefficients apart."""
+    time_s = np.asarray(time_s, dtype=float)
+    design = np.stack([np.broadcast_to(np.asarray(c, dtype=float), time_s.shape) for c in columns], axis=1)
+    design = design / time_s[:, None]
+    scale = np.linalg.norm(design, axis=0)  # columns of like size: a rank that ignores no column's scale
+    if not scale.all() or np.linalg.matrix_rank(design / scale) < len(columns):
+        return None
+    coefficients, *_ = np.linalg.lstsq(design / scale, np.ones_like(time_s), rcond=None)
+    return coefficients / scale
+
+
 def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
-    """Least squares on relative error (each point divided by its time): sizes span decades, and an
-    absolute fit would let the largest message decide alpha, which only the small ones show."""
+    """time = alpha + beta x size on relative error (fit_relative): sizes span decades."""
     size_bytes, time_s = np.asarray(size_bytes, dtype=float), np.asarray(time_s, dtype=float)
     if len(np.unique(size_bytes)) < 2:
         return None
-    design = np.stack([np.ones_like(size_bytes), size_bytes], axis=1) / time_s[:, None]
-    (alpha, beta), *_ = np.linalg.lstsq(design, np.ones_like(time_s), rcond=None)
+    alpha, beta = fit_relative([1.0, size_bytes], time_s)
     predicted = alpha + beta * size_bytes
     log_residual = np.log(time_s) - np.log(np.clip(predicted, 1e-30, None))
     log_total = np.log(time_s) - np.log(time_s).mean()

@@ -3,14 +3,14 @@ compiled steps add to the element-wise minimum, what checkpointing recomputes an
 latency-bandwidth fit per link scope, and how much of each strategy's communication hides behind
 compute. A calibration profile (`parbench calibrate`, versioned) holds measured figures: the user's
 own under the profile directory (~/.cache/parbench/calibrations, PARBENCH_CACHE_DIR), the shipped
-ones in conf/calibrations; without one the hardware config's spec figures stand in, scaled by the
-efficiencies below, and the prediction says so (docs/plan.md)."""
+ones in conf/calibrations; without one the hardware config's spec figures stand in (predict/profile.py),
+and the prediction says so (docs/plan.md)."""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -18,9 +18,10 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
-from parbench.config.schema import HardwareConfig
 from parbench.paths import CONF_DIR
 
+ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
+                    "attention_forward_extra_positions", "attention_forward_call_s")
 VERSION = 2  # 2: recompute is a share of the blocks' forward (1: of the whole forward)
 CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
 
@@ -31,31 +32,14 @@ def user_calibration_dir() -> Path:
     return Path(cache) / "calibrations"
 
 
-# Spec fallback. cuBLAS bf16 GEMMs at LLM shapes reach about 70% of the dense peak on H100/H200,
-# NCCL's bus bandwidth about 80% of the NVLink figure, and streaming kernels about 80% of HBM.
-SPEC_MATMUL_EFFICIENCY = 0.7
-SPEC_MEMBW_EFFICIENCY = 0.8
-SPEC_LINK_EFFICIENCY = 0.8
-SPEC_LATENCY_S = {"intra_node": 10e-6, "inter_node": 25e-6}
 # A GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects).
 SPEC_MATMUL_HALF_GFLOP = 1.0
 # Fraction of each strategy's communication hidden behind compute, measured on 2 H200s (1.5B model,
 # seq 4096; docs/results/2026-11-22_session3.md: dp 86.7%, fsdp 85.4%, tp 0; 2026-11-22_h200x2.md:
 # cp 66.8%, ep 14.2%, pp send/recv 0). ZeRO's bucketed collectives are taken as fsdp's.
 MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 0.0, "cp": 0.668, "ep": 0.142}
-# Until measured: FlashAttention's causal kernels run at about 60 % of the large-GEMM rate; eager
-# PyTorch moves about 3x the element-wise minimum (unfused RMSNorm, RoPE, SwiGLU, casts, the fp32
-# loss), which compile fuses; selective checkpointing recomputes the forward's element-wise share,
-# full the whole forward; a Python host dispatches an eager step's kernels in about 2 ms plus
-# 2 ms per layer (forward and backward, ~100 kernels at ~20 us).
-SPEC_ATTENTION_EFFICIENCY = 0.6
-SPEC_ELEMENTWISE_FACTOR = {"eager": 3.0, "compiled": 1.0}
+# Until measured: selective checkpointing recomputes the forward's element-wise share, full the whole forward.
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
-SPEC_HOST_S = {"per_step": 2e-3, "per_layer": 2e-3}
-# Inference until measured: an eager prefill forward dispatches ~20 kernels per layer; a decode
-# step (a replayed CUDA graph) adds its launch, the sampling and the token's copy to the host.
-SPEC_PREFILL_HOST_S = {"per_step": 1e-3, "per_layer": 0.4e-3}
-SPEC_DECODE_HOST_S = {"per_step": 0.2e-3, "per_layer": 0.0}
 
 
 def mode_key(compiled: bool, checkpointing: str) -> str:
@@ -102,11 +86,21 @@ class Calibration:
     # attended / (attended + this) of attention_tflops (the masked diagonal tiles, each row's softmax
     # statistics); 0 where not measured.
     attention_extra_positions: float = 0.0
-    # The same two figures of the forward alone (a prefill's); 0: the forward and backward's.
+    # What each call of attention's forward and backward costs beyond its FLOPs (its kernels' ramp and
+    # tail, which small batches show), per layer and micro-batch; 0 where not measured.
+    attention_call_s: float = 0.0
+    # The same three figures of the forward alone (a prefill's); 0: the forward and backward's.
     attention_forward_tflops: float = 0.0
     attention_forward_extra_positions: float = 0.0
+    attention_forward_call_s: float = 0.0
+    # The six attention_* figures above by head width ("64", "128": the attention run's shapes of that
+    # width alone; a 128-wide head runs its FLOPs faster); empty: the figures above for every width.
+    attention_widths: Dict[str, Dict[str, float]] = field(default_factory=dict)
     # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
     elementwise_factor: Dict[str, float] = field(default_factory=dict)
+    # Qwen3's q and k norms (one per head, over head_dim elements) per byte over the rest of the
+    # element-wise work, by eager/compiled; 1 where not measured.
+    qk_norm_factor: Dict[str, float] = field(default_factory=dict)
     # Share of the blocks' forward that checkpointing recomputes, by mode_key (else by mode, SPEC_RECOMPUTE).
     recompute: Dict[str, float] = field(default_factory=dict)
     # Measured / modelled saved activations, by mode_key; the loss's bytes per logit, by eager/compiled.
@@ -146,13 +140,24 @@ class Calibration:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
 
-    def attention_seconds(self, flops: float, attended: float, forward_only: bool = False) -> float:
-        """Attention's time where each query attends `attended` keys on average: its FLOPs at the
-        long-sequence rate, as if each query attended attention_extra_positions more."""
-        tflops, extra = self.attention_tflops or self.matmul_tflops, self.attention_extra_positions
-        if forward_only and self.attention_forward_tflops:
-            tflops, extra = self.attention_forward_tflops, self.attention_forward_extra_positions
-        return flops * (1 + extra / attended) / (1e12 * tflops)
+    def attention_at(self, head_dim: int) -> dict[str, float]:
+        """The attention figures (ATTENTION_FIELDS) of the measured head width nearest this one (the
+        wider of two as near), else the profile's."""
+        if not self.attention_widths:
+            return {f: getattr(self, f) for f in ATTENTION_FIELDS}
+        return self.attention_widths[min(self.attention_widths, key=lambda k: (abs(int(k) - head_dim), -int(k)))]
+
+    def attention_seconds(self, flops: float, attended: float, calls: float, head_dim: int,
+                          forward_only: bool = False) -> float:
+        """Attention's time in `calls` calls of heads `head_dim` wide, where each query attends `attended`
+        keys on average: its FLOPs at the long-sequence rate, as if each query attended
+        attention_extra_positions more, plus each call's fixed cost."""
+        f = self.attention_at(head_dim)
+        tflops, extra, call_s = f["attention_tflops"] or self.matmul_tflops, f["attention_extra_positions"], f["attention_call_s"]
+        if forward_only and f["attention_forward_tflops"]:
+            tflops, extra = f["attention_forward_tflops"], f["attention_forward_extra_positions"]
+            call_s = f["attention_forward_call_s"]
+        return flops * (1 + extra / attended) / (1e12 * tflops) + calls * call_s
 
     def decode_attention_figures(self, head_dim: int, grouped: bool) -> tuple[float, float]:
         """(KV cache read factor, seconds per cached position) of a decode step's attention: the measured
@@ -173,6 +178,9 @@ class Calibration:
     def elementwise(self, compiled: bool) -> float:
         return self.elementwise_factor.get("compiled" if compiled else "eager", 1.0)
 
+    def qk_norm(self, compiled: bool) -> float:
+        return self.qk_norm_factor.get("compiled" if compiled else "eager", 1.0)
+
     def elementwise_seconds(self, nbytes: float, compiled: bool) -> float:
         """Element-wise traffic's time: its bytes over the bandwidth, times the step's measured factor."""
         return nbytes / (self.membw_gbps * 1e9) * self.elementwise(compiled)
@@ -187,27 +195,6 @@ class Calibration:
     def activation_factor(self, compiled: bool, checkpointing: str) -> float:
         return self.activation_scale.get(mode_key(compiled, checkpointing),
                                          self.activation_scale.get(mode_key(False, checkpointing), 1.0))
-
-
-def spec_calibration(hw: HardwareConfig, dtype: str) -> Calibration:
-    """The hardware config's peaks scaled by the typical efficiencies; missing figures named."""
-    missing = [n for n, v in (("peak_tflops." + dtype, hw.peak_tflops.get(dtype)),
-                              ("hbm_bandwidth_gbps", hw.hbm_bandwidth_gbps),
-                              ("link_bandwidth_gbps", hw.link_bandwidth_gbps)) if not v]
-    if missing:
-        raise ConfigError(f"hardware={hw.name} has no {', '.join(missing)} and there is no calibration profile "
-                          f"for it: run `parbench calibrate hardware={hw.name}` or set the hardware figures")
-    inter = hw.inter_node_bandwidth_gbps or hw.link_bandwidth_gbps
-    host = SPEC_HOST_S if hw.device_type != "cpu" else {"per_step": 0.0, "per_layer": 0.0}
-    return Calibration(host_s_per_step=host["per_step"], host_s_per_layer=host["per_layer"],
-        attention_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY * SPEC_ATTENTION_EFFICIENCY,
-        elementwise_factor=dict(SPEC_ELEMENTWISE_FACTOR),
-        **({"prefill_host_s": dict(SPEC_PREFILL_HOST_S), "decode_host_s": dict(SPEC_DECODE_HOST_S)}
-           if hw.device_type != "cpu" else {}),
-        hardware=hw.name, source="spec", dtype=dtype, matmul_tflops=hw.peak_tflops[dtype] * SPEC_MATMUL_EFFICIENCY,
-        membw_gbps=hw.hbm_bandwidth_gbps * SPEC_MEMBW_EFFICIENCY,
-        intra_node=LinkFit(SPEC_LATENCY_S["intra_node"], hw.link_bandwidth_gbps * SPEC_LINK_EFFICIENCY),
-        inter_node=LinkFit(SPEC_LATENCY_S["inter_node"], inter * SPEC_LINK_EFFICIENCY))
 
 
 def calibration_path(ref: str) -> Path:
@@ -232,18 +219,19 @@ def load_calibration(ref: str) -> Calibration:
     if cal.version != VERSION:
         raise ConfigError(f"calibration file {path} has version {cal.version}, this parbench reads version "
                           f"{VERSION}: run `parbench calibrate` again")
-    check_decode_attention(cal.decode_attention, path)
+    check_widths(path, "decode_attention", cal.decode_attention, r"[1-9][0-9]*(/mha)?", "'64' or '128/mha'",
+                 ("read_factor", "s_per_position"))
+    check_widths(path, "attention_widths", cal.attention_widths, r"[1-9][0-9]*", "'64'", ATTENTION_FIELDS)
     return cal
 
 
-def check_decode_attention(widths: Dict[str, Dict[str, float]], path: Path) -> None:
-    """Each entry keyed by a head width ("64", "128/mha") with a positive read_factor and s_per_position."""
-    for key, figures in widths.items():
-        if not re.fullmatch(r"[1-9][0-9]*(/mha)?", key) or set(figures) != {"read_factor", "s_per_position"} \
-                or min(figures.values()) <= 0:
-            raise ConfigError(f"calibration file {path}: decode_attention[{key!r}] = {dict(figures)}: give a head width "
-                              "such as '64' or '128/mha' with positive read_factor and s_per_position, or run "
-                              "`parbench calibrate` again")
+def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key: str, example: str,
+                 fields: tuple[str, ...]) -> None:
+    """Each entry of a per-head-width field keyed as `key` matches, with exactly `fields`, none negative."""
+    for width, figures in widths.items():
+        if not re.fullmatch(key, width) or set(figures) != set(fields) or min(figures.values()) < 0:
+            raise ConfigError(f"calibration file {path}: {name}[{width!r}] = {dict(figures)}: give a head width such "
+                              f"as {example} with {', '.join(fields)}, none negative, or run `parbench calibrate` again")
 
 
 def save_calibration(cal: Calibration, path: Path) -> Path:
@@ -251,27 +239,3 @@ def save_calibration(cal: Calibration, path: Path) -> Path:
     path.write_text(f"# parbench calibration profile (docs/plan.md), format version {VERSION}\n"
                     + OmegaConf.to_yaml(OmegaConf.structured(asdict(cal))))
     return path
-
-
-def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calibration:
-    """The named profile, else this machine's or the shipped <hardware>.yaml (either in `dtype`),
-    else the spec figures."""
-    if ref:
-        return in_dtype(load_calibration(ref), hw, dtype)
-    if calibration_path(hw.name).exists():
-        return in_dtype(load_calibration(hw.name), hw, dtype)
-    return spec_calibration(hw, dtype)
-
-
-def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
-    """A profile measured in another dtype, its GEMM and attention rates scaled by the two dtypes' peaks
-    (an fp32 run on a bf16 profile: 67 / 989 on an H100); bytes and host times do not depend on it."""
-    peaks = hw.peak_tflops
-    if cal.dtype == dtype or dtype not in peaks or cal.dtype not in peaks:
-        return cal
-    r = peaks[dtype] / peaks[cal.dtype]
-    return replace(cal, dtype=dtype, matmul_tflops=cal.matmul_tflops * r, attention_tflops=cal.attention_tflops * r,
-                   attention_forward_tflops=cal.attention_forward_tflops * r,
-                   matmul_half_gflop=cal.matmul_half_gflop * r,
-                   source=f"{cal.source} (its {cal.dtype} rates x {r:.3g} for {dtype})")
-

@@ -105,44 +105,49 @@ def matmul_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
 
 
 def attention_seconds(layout: Layout, cal: Calibration) -> float:
+    """A step's attention on one device: its FLOPs, and one call per layer of the stage and micro-batch."""
     m = layout.cfg.model
     flops = attention_flops_per_token(m, layout.seq_len, causal=True) * tokens_per_device(layout)
-    return cal.attention_seconds(flops, attended_positions(layout.seq_len, True, m.sliding_window))
+    calls = m.layers / layout.dims.pp * layout.microbatches
+    return cal.attention_seconds(flops, attended_positions(layout.seq_len, True, m.sliding_window), calls,
+                                 m.head_dim or m.hidden // m.heads)
 
 
-def elementwise_per_token(layout: Layout, bias_gradients: bool = True) -> float:
+def elementwise_per_token(layout: Layout, bias_gradients: bool = True, qk_norm_factor: float = 1.0) -> float:
     """Elements one layer's forward reads and writes per token beyond the GEMMs: the two norms (4h),
-    the residual adds (6h), RoPE on q and k (none with learned positions), Qwen3's q and k norms,
-    the MLP's activation (SwiGLU: 3 ffn, GELU: 2 ffn); with biases, the backward's bias gradients
-    read each biased output once more (a third of that here, as the forward counts thrice; none
-    for a forward alone: bias_gradients=False)."""
+    the residual adds (6h), RoPE on q and k (none with learned positions), Qwen3's q and k norms (as
+    many elements times their calibrated factor: a norm per head is slower per byte), the MLP's
+    activation (SwiGLU: 3 ffn, GELU: 2 ffn); with biases, the backward's bias gradients read each
+    biased output once more (a third of that here, as the forward counts thrice; none for a forward
+    alone: bias_gradients=False)."""
     m, d, fam = layout.cfg.model, layout.dims, layout.family
     hd = m.head_dim or m.hidden // m.heads
     qk = (m.heads + m.kv_heads) * hd / d.tp
     h = m.hidden / (d.tp if layout.cfg.parallel.sp else 1)
     rope = 0 if fam.learned_positions else 2 * qk
-    qk_norm = 2 * qk if m.qk_norm else 0
+    qk_norm = 2 * qk * qk_norm_factor if m.qk_norm else 0
     mlp = (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
     biased = (qk + m.kv_heads * hd / d.tp if fam.norm_bias or m.qkv_bias else 0) \
         + (m.hidden + m.ffn / d.tp + 2 * h if fam.norm_bias else 0)  # q, k, v; output, MLP and norms (GPT-2)
     return 10 * h + rope + qk_norm + mlp + (biased / 3 if bias_gradients else 0.0)
 
 
-def block_elementwise_bytes(layout: Layout) -> float:
+def block_elementwise_bytes(layout: Layout, qk_norm_factor: float = 1.0) -> float:
     """The blocks' minimum element-wise traffic: each layer's (elementwise_per_token) forward and
     twice that backward."""
     tokens = layout.microbatch_tokens * layout.microbatches
-    return 3 * elementwise_per_token(layout) * tokens * layout.dtype_bytes * layout.cfg.model.layers / layout.dims.pp
+    per_token = elementwise_per_token(layout, qk_norm_factor=qk_norm_factor)
+    return 3 * per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers / layout.dims.pp
 
 
-def elementwise_bytes(layout: Layout) -> float:
+def elementwise_bytes(layout: Layout, qk_norm_factor: float = 1.0) -> float:
     """The step's minimum element-wise traffic: the blocks'; the loss's softmax and cross-entropy
     over fp32 logits; the weights cast to the compute dtype."""
     m, d = layout.cfg.model, layout.dims
     tokens = layout.microbatch_tokens * layout.microbatches
     loss = 6 * tokens * m.vocab / d.tp * FP32
     casts = size(layout.stage) * (FP32 + layout.dtype_bytes) * layout.microbatches if layout.dtype_bytes < FP32 else 0
-    return block_elementwise_bytes(layout) + loss + casts
+    return block_elementwise_bytes(layout, qk_norm_factor) + loss + casts
 
 
 def optimizer_seconds(layout: Layout, cal: Calibration) -> float:
@@ -154,9 +159,10 @@ def step_compute(layout: Layout, cal: Calibration) -> Compute:
     """The step's device work; checkpointing repeats a share of the blocks' forward (never the head's
     or the loss's)."""
     (matmul, head), attention = matmul_seconds(layout, cal), attention_seconds(layout, cal)
-    elementwise = cal.elementwise_seconds(elementwise_bytes(layout), layout.compiled)
+    qk_norm = cal.qk_norm(layout.compiled)
+    elementwise = cal.elementwise_seconds(elementwise_bytes(layout, qk_norm), layout.compiled)
     blocks_forward = (matmul - head + attention
-                      + cal.elementwise_seconds(block_elementwise_bytes(layout), layout.compiled)) / 3
+                      + cal.elementwise_seconds(block_elementwise_bytes(layout, qk_norm), layout.compiled)) / 3
     recompute = cal.recompute_share(layout.compiled, layout.activation_checkpointing) * blocks_forward
     return Compute(matmul, attention, elementwise, optimizer_seconds(layout, cal), recompute)
 

@@ -160,16 +160,19 @@ def qkv_copy_per_token(layout: Layout) -> float:
 def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration) -> float:
     """The prompts' element-wise traffic through every layer (already one tp rank's share), at the
     factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
-    per_token = elementwise_per_token(layout, bias_gradients=False) + qkv_copy_per_token(layout)
+    compiled = resolved_decode_mode(layout.cfg) == "compile"
+    per_token = elementwise_per_token(layout, False, cal.qk_norm(compiled)) + qkv_copy_per_token(layout)
     nbytes = per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers
-    return cal.elementwise_seconds(nbytes, resolved_decode_mode(layout.cfg) == "compile")
+    return cal.elementwise_seconds(nbytes, compiled)
 
 
 def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
-    """The prompts' causal attention at its forward rate for the prompt's length."""
+    """The prompts' causal attention at its forward rate for the prompt's length, a call per layer
+    (the stages run one after the other)."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = prefill_attention_flops(m, w.batch_size, w.input_len) / layout.dims.tp
-    return cal.attention_seconds(flops, attended_positions(w.input_len, True, m.sliding_window), forward_only=True)
+    return cal.attention_seconds(flops, attended_positions(w.input_len, True, m.sliding_window), m.layers,
+                                 m.head_dim or m.hidden // m.heads, forward_only=True)
 
 
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:

@@ -4,6 +4,7 @@ an order where each run adds one unknown to what the earlier ones fixed:
     (attention's rate across sequence lengths comes from its microbenchmark: microbench_fits.py)
     eager_none       the rest of an eager step beyond GEMMs, attention, optimizer -> eager element-wise factor
     compiled_none    the same for a compiled step -> compiled element-wise factor
+    <mode>_qk_norm   the mode's none run with Qwen3's q and k norms, beyond it -> their factor per byte
     <mode>_full/selective   the step beyond the mode's none run -> share of the forward it recomputes
     host_2_layers    a tiny model's peak beyond its tensors -> the runtime's memory overhead
     eager/compiled_full     peak beyond the states, the (small) saved block inputs -> bytes per logit
@@ -107,6 +108,7 @@ def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str
     lr = Learner(cal, runs)
     for mode in ("eager", "compiled"):
         lr.time_term(f"{mode}_none", f"{mode} element-wise factor", keyed("elementwise_factor", mode))
+        lr.time_term(f"{mode}_qk_norm", f"{mode} q/k norm factor", keyed("qk_norm_factor", mode))
         for ac in ("selective", "full"):
             key = mode_key(mode == "compiled", ac)
             lr.time_term(f"{mode}_{ac}", f"{key} recompute share", keyed("recompute", key))

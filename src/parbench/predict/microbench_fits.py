@@ -8,7 +8,7 @@ import statistics
 from typing import NamedTuple
 
 from parbench.config.schema import HardwareConfig, ModelConfig
-from parbench.metrics.fits import fit_alpha_beta, fit_line
+from parbench.metrics.fits import fit_alpha_beta, fit_line, fit_relative
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
 from parbench.predict.calibration import Calibration, LinkFit
@@ -39,18 +39,47 @@ def fit_matmul(points: list[tuple[float, float]]) -> tuple[float, float]:
     return tflops, half_flops / 1e9
 
 
-def attention_figures(metrics: dict) -> dict[str, float]:
-    """The causal attention microbenchmark's figures: (keys a query attends to, TFLOP/s) of each
-    [batch, heads, kv_heads, seq_len, head_dim] shape -> the rate of long sequences and the keys
-    attended at half of it, i.e. the extra keys each query costs as (rate(a) = R a / (a + E)); for
-    forward and backward (training), and for the forward alone (a prefill)."""
-    shapes = [key.split("/")[1] for key in metrics if key.startswith("attention_tflops/")]
+def fit_attention_curve(points: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """(keys a query attends, FLOPs, seconds) of each call -> (R TFLOP/s, E keys, c seconds) of
+    time = c + FLOPs (1 + E / attended) / R: the long-sequence rate, the extra keys each query costs
+    (the masked diagonal tiles, each row's softmax statistics), and a call's fixed cost (its kernels'
+    ramp and tail), which only shapes of one length at several batches tell apart from E. Without such
+    shapes, or where a figure comes out negative: c = 0 and the rate curve alone (fit_saturating)."""
+    coefficients = fit_relative([1.0, [f for _, f, _ in points], [f / a for a, f, _ in points]],
+                                [t for _, _, t in points]) if len(points) > 3 else None
+    if coefficients is not None and min(coefficients) >= 0 and coefficients[1] > 0:
+        call_s, per_flop, extra_per_flop = (float(c) for c in coefficients)
+        return 1e-12 / per_flop, extra_per_flop / per_flop, call_s
+    return (*fit_saturating([(a, f / t / 1e12) for a, f, t in points]), 0.0)
+
+
+def attention_figures(metrics: dict) -> dict:
+    """The causal attention microbenchmark's [batch, heads, kv_heads, seq_len, head_dim] shapes -> the
+    figures of fit_attention_curve for forward and backward (training) and for the forward alone (a
+    prefill): over every shape, and by head width where a width has shapes of its own at several lengths."""
+    shapes = [tuple(int(v) for v in key.split("/")[1].split("x")) for key in metrics if key.startswith("attention_tflops/")]
+    if not shapes:
+        return {}
+    widths = {}
+    for head_dim in sorted({s[4] for s in shapes}):
+        own = [s for s in shapes if s[4] == head_dim]
+        if len(own) < len(shapes) and len({s[3] for s in own}) > 1:
+            widths[str(head_dim)] = attention_curves(metrics, own)
+    return {**attention_curves(metrics, shapes), "attention_widths": widths}
+
+
+def attention_curves(metrics: dict, shapes: list[tuple[int, ...]]) -> dict[str, float]:
+    """fit_attention_curve of these shapes, forward and backward and the forward alone (ATTENTION_FIELDS)."""
     figures = {}
-    for name, prefix in (("attention", "attention_tflops"), ("attention_forward", "attention_fwd_tflops")):
-        points = [(attended_positions(int(s.split("x")[3]), causal=True), metrics[f"{prefix}/{s}"])
-                  for s in shapes if f"{prefix}/{s}" in metrics]
-        if points:
-            figures[f"{name}_tflops"], figures[f"{name}_extra_positions"] = fit_saturating(points)
+    for name, prefix, passes in (("attention", "attention_tflops", 3), ("attention_forward", "attention_fwd_tflops", 1)):
+        points = []
+        for batch, heads, kv_heads, seq, head_dim in shapes:
+            key = f"{prefix}/{batch}x{heads}x{kv_heads}x{seq}x{head_dim}"
+            attended = attended_positions(seq, causal=True)
+            flops = passes * 4 * batch * heads * seq * head_dim * attended  # the model's count (forward: 4 B H S D a)
+            points.append((attended, flops, flops / (metrics[key] * 1e12)))
+        figures[f"{name}_tflops"], figures[f"{name}_extra_positions"], figures[f"{name}_call_s"] = \
+            fit_attention_curve(points)
     return figures
 
 
