@@ -42,7 +42,11 @@ KINDS = {"attention": ("fmha", "flash", "attention", "sdpa", "cudnn"),
 
 
 def kernel_kind(name: str) -> str:
+    """gemm, attention or other; Inductor's fused element-wise kernels are other, whatever ops their
+    names list (triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy: the copy before SDPA)."""
     low = name.lower()
+    if low.startswith("triton_"):
+        return "other"
     return next((kind for kind, marks in KINDS.items() if any(m in low for m in marks)), "other")
 
 
