@@ -9,6 +9,7 @@ import functools
 import math
 import random
 import statistics
+import sys
 import time
 from typing import Callable, Iterator
 
@@ -178,6 +179,10 @@ class DeviceInterval:
         else:
             self._times[i] = time.perf_counter()
 
+    def reached(self) -> bool:
+        """Whether the device has already run past start() (never on CPU, where nothing is queued)."""
+        return self.device.type == "cuda" and self._events[0].query()
+
     def seconds(self, wait: bool = False) -> float:
         """Valid once the device has finished the bracketed work: after a synchronize, or
         with wait=True, which waits for that work only."""
@@ -191,33 +196,44 @@ class DeviceInterval:
 # GPU clock cycles the device idles per call queued behind it (about 100 us at H100 clocks): more
 # than the host takes to launch one call from Python.
 HOLD_CYCLES_PER_CALL = 200_000
+HOLD_TRIES = 4  # each try holds 4x longer: up to 64x HOLD_CYCLES_PER_CALL a call, for a slow host
 
 
-def hold_device(device: torch.device, calls: int) -> None:
+def hold_device(device: torch.device, calls: int, cycles_per_call: int = HOLD_CYCLES_PER_CALL) -> None:
     """Keep a GPU busy while the host queues `calls` calls behind it, so that each call's events
     bracket its kernels and not the host's launch: a 1024^3 bf16 GEMM takes a few microseconds on an
-    H100, less than its launch, and timed as launched it measured 59 TFLOP/s (2026-11-25). A host
-    slower than HOLD_CYCLES_PER_CALL a call, or more calls than CUDA's launch queue holds, end the
-    hold early, and the later calls are timed as launched again."""
+    H100, less than its launch, and timed as launched it measured 59 TFLOP/s (2026-11-25)."""
     if device.type == "cuda":
         with torch.cuda.device(device):
-            torch.cuda._sleep(HOLD_CYCLES_PER_CALL * calls)
+            torch.cuda._sleep(cycles_per_call * calls)
 
 
 def time_each(fn, iters: int, device: torch.device, warmup: int = 0) -> list[float]:
     """Seconds of each of `iters` calls fn(i) after `warmup` calls, with no device sync between
     calls: every call is bracketed by its own pair of events, queued while the device is held
-    (hold_device), read after one final synchronize."""
+    (hold_device), read after one final synchronize. Where the GPU reached the first call before the
+    host had queued the last, the later calls would be timed as launched (a host slower than the hold
+    per call: 240 µs for a 35 µs decode attention on one H100 host, 2026-11-27): timed again under a
+    longer hold, and said so if no hold was long enough."""
     for i in range(warmup):
         fn(i)
-    intervals = [DeviceInterval(device) for _ in range(iters)]
-    device_synchronize(device)
-    hold_device(device, iters)
-    for i, interval in enumerate(intervals):
-        interval.start()
-        fn(warmup + i)
-        interval.stop()
-    device_synchronize(device)
+    cycles = HOLD_CYCLES_PER_CALL
+    for _ in range(HOLD_TRIES):
+        intervals = [DeviceInterval(device) for _ in range(iters)]
+        device_synchronize(device)
+        hold_device(device, iters, cycles)
+        for i, interval in enumerate(intervals):
+            interval.start()
+            fn(warmup + i)
+            interval.stop()
+        held = not intervals[0].reached()
+        device_synchronize(device)
+        if held:
+            break
+        cycles *= 4
+    else:
+        print(f"[parbench] warning: the host queued calls slower than {cycles // 4:,} GPU cycles each: their "
+              "times include its launches", file=sys.stderr, flush=True)
     return [interval.seconds() for interval in intervals]
 
 
