@@ -25,7 +25,7 @@ from parbench.metrics.timing import time_each
 from parbench.models.shapes import model_shapes
 from parbench.workloads.microbench.attention import time_passes
 from parbench.planner import compose_config
-from parbench.predict.profile import calibration_for
+from parbench.predict.profiles import calibration_for
 from parbench.predict.costs import gemm_call_seconds, typical_gemm_flops
 
 ITERS = 20

@@ -29,7 +29,7 @@ from parbench.prepare import validate
 from parbench.planner import compose_config
 from parbench.predict import predict
 from parbench.predict.calibration import load_calibration
-from parbench.predict.profile import calibration_for
+from parbench.predict.profiles import calibration_for
 from parbench.predict.inference import predict_inference
 
 ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp"]

@@ -26,7 +26,7 @@ from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import is_training, predict
 from parbench.predict.calibration import Calibration
-from parbench.predict.profile import calibration_for
+from parbench.predict.profiles import calibration_for
 from parbench.predict.search import Option, global_batch, options
 from parbench.predict.step import Prediction
 from parbench.workloads.registry import typed_config

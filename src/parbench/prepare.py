@@ -20,7 +20,7 @@ from parbench.fmt import format_metric, format_number
 from parbench.models import MODEL_FAMILIES, describe
 from parbench.parallel.specs import STRATEGIES
 from parbench.predict import is_training, predict, predictable
-from parbench.predict.profile import calibration_for
+from parbench.predict.profiles import calibration_for
 from parbench.predict.fit import check_fit
 from parbench.predict.inference import predict_inference
 from parbench.models.shapes import param_counts

@@ -191,13 +191,18 @@ def test_a_profile_with_a_per_width_entry_that_cannot_be_read_is_refused(tmp_pat
 
 def test_a_profile_measured_in_bf16_predicts_an_fp32_run_at_fp32_rates():
     """The shipped H100 profile is bf16's; an fp32 run gets its GEMM and attention rates scaled by the peaks."""
-    from parbench.predict.profile import calibration_for
+    from parbench.predict.profiles import calibration_for
 
     hw = compose("hardware=h100_sxm", "hardware.gpus_per_node=1").hardware
     bf16, fp32 = calibration_for(hw, "bf16", None), calibration_for(hw, "fp32", None)
     assert bf16 == load_calibration("h100_sxm") and fp32.dtype == "fp32" and fp32.membw_gbps == bf16.membw_gbps
     assert fp32.matmul_tflops == pytest.approx(bf16.matmul_tflops * 67 / 989)
     assert fp32.attention_tflops == pytest.approx(bf16.attention_tflops * 67 / 989)
+    for width, figures in bf16.attention_widths.items():  # each head width's rates too, not its call cost
+        assert fp32.attention_widths[width] == pytest.approx(
+            {**figures, "attention_tflops": figures["attention_tflops"] * 67 / 989,
+             "attention_forward_tflops": figures["attention_forward_tflops"] * 67 / 989})
+    assert set(bf16.attention_widths) == {"64", "128"}
 
 
 def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_path, capsys):

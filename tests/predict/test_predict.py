@@ -141,10 +141,27 @@ def test_attention_costs_a_short_sequence_and_a_small_batch_more_per_flop_as_its
         / (t128["attention_forward_tflops"] * 1e12) + infer.model.layers * t128["attention_forward_call_s"])
 
 
+def test_ring_attention_pays_a_calls_cost_per_ring_step_on_gpus():
+    """cp=2 on GPUs: torch's ring attention calls SDPA twice a layer, each over half the sequence's
+    queries; the CPU path gathers K and V for one call."""
+    cal = replace(load_calibration("h100_sxm"), attention_widths=ATTENTION_WIDTHS)
+
+    def extra_call_cost(*hardware: str) -> float:
+        cfg = compose(*hardware, "model=llama3_2_1b", "parallel.cp=2", "workload.seq_len=2048")
+        lay = Layout.of(cfg, validate(cfg, None))
+        return attention_seconds(lay, cal) - attention_seconds(lay, replace(cal, attention_widths={
+            k: {**f, "attention_call_s": 0.0} for k, f in ATTENTION_WIDTHS.items()}))
+
+    layers = compose("model=llama3_2_1b").model.layers
+    assert extra_call_cost("hardware=h100_sxm", "hardware.gpus_per_node=2") == pytest.approx(
+        2 * layers * ATTENTION_WIDTHS["64"]["attention_call_s"])
+    assert extra_call_cost("hardware=cpu") == pytest.approx(layers * ATTENTION_WIDTHS["64"]["attention_call_s"])
+
+
 def test_attention_shapes_of_one_length_per_batch_fit_the_rate_curve_alone():
     """Shapes that keep batch x length fixed cannot tell a call's fixed cost from the short sequences'
     penalty: the fit is the rate curve alone, its fixed cost 0."""
-    shapes = [[8, 32, 8, 1024, 64], [4, 32, 8, 2048, 64], [1, 32, 8, 8192, 64]]
+    shapes = [[8, 32, 8, 1024, 64], [4, 32, 8, 2048, 64], [1, 32, 8, 8192, 64], [16, 32, 8, 512, 64]]
     no_call = {"64": {**ATTENTION_WIDTHS["64"], "attention_call_s": 0.0, "attention_forward_call_s": 0.0}}
     figures = attention_figures(attention_microbenchmark(shapes, no_call))
     assert figures.pop("attention_widths") == {} and figures == pytest.approx(no_call["64"])
@@ -315,7 +332,7 @@ def test_plan_refuses_what_cannot_fit_and_ranks_the_rest_stably(tmp_path):
 
 def test_a_calibration_without_a_figure_is_refused_with_the_command_to_make_one():
     cfg = compose("hardware=cpu")
-    from parbench.predict.profile import spec_calibration
+    from parbench.predict.profiles import spec_calibration
 
     with pytest.raises(ConfigError, match="parbench calibrate hardware=cpu"):
         spec_calibration(cfg.hardware, "fp32")

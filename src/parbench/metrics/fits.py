@@ -64,16 +64,24 @@ class AlphaBeta:
         return self.alpha_s + self.beta_s_per_byte * np.asarray(size_bytes, dtype=float)
 
 
+MIN_CONDITIONING = 1e-6  # smallest over largest singular value of a design fit_relative solves
+
+
 def fit_relative(columns: list, time_s) -> np.ndarray | None:
     """Coefficients of time = sum of coefficient x column (a column: one value per point, or a
     constant) by least squares on relative error, each point divided by its time: times that span
     decades, where an absolute fit would let the longest decide the fixed cost, which only the short
     ones show. None where the columns do not tell the coefficients apart."""
     time_s = np.asarray(time_s, dtype=float)
+    if not (np.isfinite(time_s).all() and (time_s > 0).all()) or len(time_s) < len(columns):
+        return None
     design = np.stack([np.broadcast_to(np.asarray(c, dtype=float), time_s.shape) for c in columns], axis=1)
     design = design / time_s[:, None]
-    scale = np.linalg.norm(design, axis=0)  # columns of like size: a rank that ignores no column's scale
-    if not scale.all() or np.linalg.matrix_rank(design / scale) < len(columns):
+    scale = np.linalg.norm(design, axis=0)  # columns of like size: a conditioning that ignores no column's scale
+    if not scale.all():
+        return None
+    singular = np.linalg.svd(design / scale, compute_uv=False)
+    if singular[-1] < MIN_CONDITIONING * singular[0]:  # (nearly) collinear columns: no coefficients to tell apart
         return None
     coefficients, *_ = np.linalg.lstsq(design / scale, np.ones_like(time_s), rcond=None)
     return coefficients / scale
@@ -84,7 +92,10 @@ def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
     size_bytes, time_s = np.asarray(size_bytes, dtype=float), np.asarray(time_s, dtype=float)
     if len(np.unique(size_bytes)) < 2:
         return None
-    alpha, beta = fit_relative([1.0, size_bytes], time_s)
+    coefficients = fit_relative([1.0, size_bytes], time_s)
+    if coefficients is None:
+        return None
+    alpha, beta = coefficients
     predicted = alpha + beta * size_bytes
     log_residual = np.log(time_s) - np.log(np.clip(predicted, 1e-30, None))
     log_total = np.log(time_s) - np.log(time_s).mean()

@@ -194,15 +194,21 @@ class DeviceInterval:
 
 
 # GPU clock cycles the device idles per call queued behind it (about 100 us at H100 clocks): more
-# than the host takes to launch one call from Python.
+# than a fast host takes to launch one call from Python; a slower host gets longer holds (time_each).
 HOLD_CYCLES_PER_CALL = 200_000
-HOLD_TRIES = 4  # each try holds 4x longer: up to 64x HOLD_CYCLES_PER_CALL a call, for a slow host
+HOLD_TRIES = 4  # each try holds 4x longer: up to 64x HOLD_CYCLES_PER_CALL a call
+
+
+def calls_time_each_makes(iters: int, warmup: int) -> int:
+    """How many distinct call indices time_each may pass fn: what a benchmark rotating its inputs needs."""
+    return warmup + HOLD_TRIES * iters
 
 
 def hold_device(device: torch.device, calls: int, cycles_per_call: int = HOLD_CYCLES_PER_CALL) -> None:
     """Keep a GPU busy while the host queues `calls` calls behind it, so that each call's events
     bracket its kernels and not the host's launch: a 1024^3 bf16 GEMM takes a few microseconds on an
-    H100, less than its launch, and timed as launched it measured 59 TFLOP/s (2026-11-25)."""
+    H100, less than its launch, and timed as launched it measured 59 TFLOP/s (2026-11-25). More calls
+    than CUDA's launch queue holds end the hold early whatever its length."""
     if device.type == "cuda":
         with torch.cuda.device(device):
             torch.cuda._sleep(cycles_per_call * calls)
@@ -214,26 +220,28 @@ def time_each(fn, iters: int, device: torch.device, warmup: int = 0) -> list[flo
     (hold_device), read after one final synchronize. Where the GPU reached the first call before the
     host had queued the last, the later calls would be timed as launched (a host slower than the hold
     per call: 240 µs for a 35 µs decode attention on one H100 host, 2026-11-27): timed again under a
-    longer hold, and said so if no hold was long enough."""
+    longer hold, the indices going on (fn(i) of a rotating benchmark takes inputs the earlier try did
+    not warm), and said so if no hold was long enough."""
     for i in range(warmup):
         fn(i)
-    cycles = HOLD_CYCLES_PER_CALL
+    cycles, first = HOLD_CYCLES_PER_CALL, warmup
     for _ in range(HOLD_TRIES):
         intervals = [DeviceInterval(device) for _ in range(iters)]
         device_synchronize(device)
         hold_device(device, iters, cycles)
         for i, interval in enumerate(intervals):
             interval.start()
-            fn(warmup + i)
+            fn(first + i)
             interval.stop()
         held = not intervals[0].reached()
         device_synchronize(device)
         if held:
             break
-        cycles *= 4
+        cycles, first = cycles * 4, first + iters
     else:
-        print(f"[parbench] warning: the host queued calls slower than {cycles // 4:,} GPU cycles each: their "
-              "times include its launches", file=sys.stderr, flush=True)
+        print(f"[parbench] warning: the GPU ran ahead of the queued calls under a hold of {cycles // 4:,} cycles a "
+              "call (a slow host, or more calls than CUDA's launch queue holds): their times include the "
+              "launches", file=sys.stderr, flush=True)
     return [interval.seconds() for interval in intervals]
 
 

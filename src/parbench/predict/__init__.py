@@ -8,7 +8,7 @@ from __future__ import annotations
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config
 from parbench.predict.calibration import Calibration
-from parbench.predict.profile import calibration_for
+from parbench.predict.profiles import calibration_for
 from parbench.predict.layout import Layout
 from parbench.predict.step import Prediction, predict_step
 

@@ -3,7 +3,7 @@ compiled steps add to the element-wise minimum, what checkpointing recomputes an
 latency-bandwidth fit per link scope, and how much of each strategy's communication hides behind
 compute. A calibration profile (`parbench calibrate`, versioned) holds measured figures: the user's
 own under the profile directory (~/.cache/parbench/calibrations, PARBENCH_CACHE_DIR), the shipped
-ones in conf/calibrations; without one the hardware config's spec figures stand in (predict/profile.py),
+ones in conf/calibrations; without one the hardware config's spec figures stand in (predict/profiles.py),
 and the prediction says so (docs/plan.md)."""
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key
                  fields: tuple[str, ...]) -> None:
     """Each entry of a per-head-width field keyed as `key` matches, with exactly `fields`, none negative."""
     for width, figures in widths.items():
-        if not re.fullmatch(key, width) or set(figures) != set(fields) or min(figures.values()) < 0:
+        if not re.fullmatch(key, width) or set(figures) != set(fields) or not all(v >= 0 for v in figures.values()):
             raise ConfigError(f"calibration file {path}: {name}[{width!r}] = {dict(figures)}: give a head width such "
                               f"as {example} with {', '.join(fields)}, none negative, or run `parbench calibrate` again")
 

@@ -105,10 +105,13 @@ def matmul_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
 
 
 def attention_seconds(layout: Layout, cal: Calibration) -> float:
-    """A step's attention on one device: its FLOPs, and one call per layer of the stage and micro-batch."""
+    """A step's attention on one device: its FLOPs, and its calls: one per layer of the stage and
+    micro-batch, cp of them under context parallelism on GPUs (torch's ring attention calls SDPA once
+    per ring step; the CPU path gathers K and V for one call)."""
     m = layout.cfg.model
     flops = attention_flops_per_token(m, layout.seq_len, causal=True) * tokens_per_device(layout)
-    calls = m.layers / layout.dims.pp * layout.microbatches
+    ring_steps = layout.dims.cp if layout.cfg.hardware.device_type == "cuda" else 1
+    calls = m.layers / layout.dims.pp * layout.microbatches * ring_steps
     return cal.attention_seconds(flops, attended_positions(layout.seq_len, True, m.sliding_window), calls,
                                  m.head_dim or m.hidden // m.heads)
 

@@ -11,7 +11,7 @@ from parbench.config.schema import HardwareConfig, ModelConfig
 from parbench.metrics.fits import fit_alpha_beta, fit_line, fit_relative
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
-from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit
 from parbench.predict.comm import BUS_FACTOR
 
 FITTED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -28,7 +28,7 @@ def fit_saturating(points: list[tuple[float, float]]) -> tuple[float, float]:
     """(size x, achieved rate) -> (R, X) of rate(x) = R x / (x + X), the rate of a large size and the
     size at half of it: 1/rate is linear in 1/x with intercept 1/R and slope X/R."""
     line = fit_line([1 / x for x, _ in points], [1 / r for _, r in points])
-    if line.intercept <= 0:  # no saturation seen: the best rate measured, no size penalty
+    if line is None or line.intercept <= 0:  # one size, or no saturation seen: the best rate, no size penalty
         return max(r for _, r in points), 0.0
     return 1 / line.intercept, max(0.0, line.slope / line.intercept)
 
@@ -44,27 +44,34 @@ def fit_attention_curve(points: list[tuple[float, float, float]]) -> tuple[float
     time = c + FLOPs (1 + E / attended) / R: the long-sequence rate, the extra keys each query costs
     (the masked diagonal tiles, each row's softmax statistics), and a call's fixed cost (its kernels'
     ramp and tail), which only shapes of one length at several batches tell apart from E. Without such
-    shapes, or where a figure comes out negative: c = 0 and the rate curve alone (fit_saturating)."""
-    coefficients = fit_relative([1.0, [f for _, f, _ in points], [f / a for a, f, _ in points]],
-                                [t for _, _, t in points]) if len(points) > 3 else None
-    if coefficients is not None and min(coefficients) >= 0 and coefficients[1] > 0:
-        call_s, per_flop, extra_per_flop = (float(c) for c in coefficients)
+    shapes, or where a figure comes out negative: c = 0 and the rate curve alone; from one length only:
+    the best rate measured."""
+    flops, per_key, seconds = ([f for _, f, _ in points], [f / a for a, f, _ in points], [t for _, _, t in points])
+    with_call = fit_relative([1.0, flops, per_key], seconds) if len(points) > 3 else None
+    if with_call is not None and min(with_call) >= 0 and with_call[1] > 0:
+        call_s, per_flop, extra_per_flop = (float(c) for c in with_call)
         return 1e-12 / per_flop, extra_per_flop / per_flop, call_s
-    return (*fit_saturating([(a, f / t / 1e12) for a, f, t in points]), 0.0)
+    without = fit_relative([flops, per_key], seconds) if len({a for a, _, _ in points}) > 1 else None
+    if without is not None and min(without) >= 0 and without[0] > 0:
+        per_flop, extra_per_flop = (float(c) for c in without)
+        return 1e-12 / per_flop, extra_per_flop / per_flop, 0.0
+    return max(f / t / 1e12 for _, f, t in points), 0.0, 0.0
 
 
 def attention_figures(metrics: dict) -> dict:
     """The causal attention microbenchmark's [batch, heads, kv_heads, seq_len, head_dim] shapes -> the
     figures of fit_attention_curve for forward and backward (training) and for the forward alone (a
-    prefill): over every shape, and by head width where a width has shapes of its own at several lengths."""
+    prefill): over every shape, and by head width where a width has shapes of its own at several lengths
+    (a model of a width measured at one length only takes the nearest width fitted)."""
     shapes = [tuple(int(v) for v in key.split("/")[1].split("x")) for key in metrics if key.startswith("attention_tflops/")]
     if not shapes:
         return {}
     widths = {}
     for head_dim in sorted({s[4] for s in shapes}):
         own = [s for s in shapes if s[4] == head_dim]
-        if len(own) < len(shapes) and len({s[3] for s in own}) > 1:
-            widths[str(head_dim)] = attention_curves(metrics, own)
+        figures = attention_curves(metrics, own) if len(own) < len(shapes) and len({s[3] for s in own}) > 1 else {}
+        if set(figures) == set(ATTENTION_FIELDS):
+            widths[str(head_dim)] = figures
     return {**attention_curves(metrics, shapes), "attention_widths": widths}
 
 
@@ -75,11 +82,14 @@ def attention_curves(metrics: dict, shapes: list[tuple[int, ...]]) -> dict[str, 
         points = []
         for batch, heads, kv_heads, seq, head_dim in shapes:
             key = f"{prefix}/{batch}x{heads}x{kv_heads}x{seq}x{head_dim}"
+            if key not in metrics:
+                continue
             attended = attended_positions(seq, causal=True)
             flops = passes * 4 * batch * heads * seq * head_dim * attended  # the model's count (forward: 4 B H S D a)
             points.append((attended, flops, flops / (metrics[key] * 1e12)))
-        figures[f"{name}_tflops"], figures[f"{name}_extra_positions"], figures[f"{name}_call_s"] = \
-            fit_attention_curve(points)
+        if points:
+            figures[f"{name}_tflops"], figures[f"{name}_extra_positions"], figures[f"{name}_call_s"] = \
+                fit_attention_curve(points)
     return figures
 
 
@@ -148,8 +158,9 @@ def at_engine_level(widths: dict[str, dict[str, float]], model: ModelConfig,
     own_kind = decode_attention_class([1, model.heads, model.kv_heads, 1, model.head_dim or model.hidden // model.heads])
     own = widths.get(own_kind)
     if not own:
-        return {}, [f"decode attention: no {own_kind} heads among the attention run's decode shapes "
-                    f"({', '.join(widths) or 'none'}): every width at the engine runs' figures"] if widths else []
+        note = (f"decode attention: no {own_kind} heads among the attention run's decode shapes "
+                f"({', '.join(widths)}): every width at the engine runs' figures")
+        return {}, ([note] if widths else [])
     read, pace = cal.kv_read_factor / own["read_factor"], cal.decode_attention_s_per_position / own["s_per_position"]
     return {kind: {"read_factor": f["read_factor"] * read, "s_per_position": f["s_per_position"] * pace}
             for kind, f in widths.items()}, []

@@ -31,7 +31,7 @@ from parbench.config.schema import Config
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.metrics.flops import attended_positions
-from parbench.metrics.timing import time_each
+from parbench.metrics.timing import calls_time_each_makes, time_each
 from parbench.models.kv_cache import one_token_attention
 from parbench.workloads.microbench.common import copies_to_exceed, rank_mean, shape_name
 from parbench.workloads.reporting import StepReporter
@@ -76,8 +76,9 @@ def time_decode(shape: list[int], dtype: torch.dtype, device: torch.device, iter
     engine's layers do, so that none is read from L2."""
     batch, heads, kv_heads, positions, head_dim = shape
     q = torch.randn(batch, heads, 1, head_dim, dtype=dtype, device=device)
+    copies = min(copies_to_exceed(rotate_bytes, decode_cache_bytes(shape, dtype)), calls_time_each_makes(iters, warmup))
     caches = [[torch.randn(batch, kv_heads, positions, head_dim, dtype=dtype, device=device) for _ in range(2)]
-              for _ in range(copies_to_exceed(rotate_bytes, decode_cache_bytes(shape, dtype)))]
+              for _ in range(copies)]
     visible = torch.ones(1, positions, dtype=torch.bool, device=device)
 
     def call(i: int) -> None:

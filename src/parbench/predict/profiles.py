@@ -73,4 +73,3 @@ def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
                    attention_forward_tflops=cal.attention_forward_tflops * r, attention_widths=widths,
                    matmul_half_gflop=cal.matmul_half_gflop * r,
                    source=f"{cal.source} (its {cal.dtype} rates x {r:.3g} for {dtype})")
-
