@@ -19,6 +19,7 @@ import re
 import shutil
 import statistics
 import time
+import warnings
 from functools import partial
 from pathlib import Path
 
@@ -37,6 +38,10 @@ GZIP_LEVEL = 3  # traces compress ~10x at any level; higher levels cost seconds 
 # Wrapper modules insert these into parameter/module names; layer names leave them out.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "_checkpoint_wrapped_module.", "_fsdp_wrapped_module.")
 LAYER_NAME = re.compile(r"layers\.\d+|\w*embeddings|norm|output")
+
+# torch warns at each profiled cycle's start that it clears the last cycle's events; the window is one
+# cycle (repeat=1), so there is nothing to lose, and users saw the warning on every profiled run.
+warnings.filterwarnings("ignore", message="Warning: Profiler clears events", category=UserWarning)
 
 
 def trace_path(job_dir: Path, rank: int, phase: str = "") -> Path:
