@@ -212,7 +212,7 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; weights read x"
         f"{cal.weight_read_factor:.3g}; {decode_attention_summary(cal)}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute {cal.recompute}, activations x"
-        f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, memory overhead "
+        f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head-gradient element {cal.head_grad_bytes}, memory overhead "
         f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
         f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
         + "".join(f" + {format_metric('host_s', s)} per call a {mode}-checkpointed layer replays"

@@ -55,7 +55,8 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
 
 
 def train_runs(s: dict) -> dict[str, list[str]]:
-    """The model's step eager and compiled under each checkpointing mode, and with Qwen3's q and k norms."""
+    """The model's step eager and compiled under each checkpointing mode, with Qwen3's q and k norms, and
+    fully checkpointed at half the batch (the peak's part per logit apart from its fixed part)."""
     base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
             "parallel=dp"]
     short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
@@ -65,6 +66,7 @@ def train_runs(s: dict) -> dict[str, list[str]]:
             runs[f"{mode}_{ac}"] = [*base, *short, f"workload.compile={str(mode == 'compiled').lower()}",
                                     f"workload.activation_checkpointing={ac}"]
         runs[f"{mode}_qk_norm"] = [*runs[f"{mode}_none"], "model.qk_norm=true"]
+        runs[f"{mode}_full_half"] = [*runs[f"{mode}_full"], f"workload.batch_size={s['batch'] // 2}"]
     return runs
 
 

@@ -128,6 +128,7 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     assert [getattr(cal, f) for f in ATTENTION_FIELDS] == pytest.approx([getattr(TRUTH, f) for f in ATTENTION_FIELDS], rel=1e-2)
     host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "kv_read_factor")
     assert [getattr(cal, f) for f in host] == pytest.approx([getattr(TRUTH, f) for f in host], rel=1e-2)
+    # (no head-gradient term: on a CPU the overhead's run is the calibration's tiny model, same head, one constant)
     for field in ("elementwise_factor", "qk_norm_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
@@ -144,10 +145,12 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     width; the attention microbenchmark's decode shapes (one sequence at two lengths: a block's pace, every
     SM busy: the read factor; a call's fixed cost drops out of both slopes) carry them to the other widths.
     The tiny model's two depths fix a decode step's latencies, so that the deeper 1B run fixes the
-    weights' read factor."""
+    weights' read factor. The fully checkpointed runs at two batches tell the loss's bytes per logit from
+    what the head's gradient adds per element."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION, attention_widths=ATTENTION_WIDTHS,
-                    weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6})
+                    weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
+                    logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0})
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
@@ -162,6 +165,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
         assert cal.decode_attention[kind] == pytest.approx(figures, rel=1e-2), kind
     assert cal.weight_read_factor == pytest.approx(truth.weight_read_factor, rel=1e-2)
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
+    assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
+                                                       pytest.approx(truth.head_grad_bytes, rel=1e-2))
 
 
 def test_decode_attention_without_the_calibration_models_width_falls_back_and_says_so():

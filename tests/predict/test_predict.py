@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from parbench.calibration_runs import GPU_SIZES
 from parbench.config import ConfigError
@@ -27,6 +28,7 @@ from parbench.predict.inference import prefill_attention_seconds
 from parbench.predict.microbench_fits import attention_figures, fit_link, fit_matmul, matmul_figures
 from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
+from parbench.predict.memory import weight_cast_bytes
 from parbench.models.shapes import param_counts
 from conftest import ATTENTION_WIDTHS, compose
 
@@ -268,6 +270,24 @@ def test_memory_and_communication_equal_a_real_2_rank_run(cli):
         assert collective_bytes_per_step(cli, num, active) == pytest.approx(predicted_bytes(parallel)), parallel
         assert run["metrics.predicted_step_time_s"] == pytest.approx(predicted.step_time_s)
         assert abs(run["metrics.predicted_step_time_error_pct"]) < 1000
+
+
+@pytest.mark.parametrize("name", ["llama3_2_1b", "gpt2_xl", "qwen3_1_7b", "tiny_moe"])
+def test_the_weights_casts_are_the_built_models_matmul_weights_in_bf16(name):
+    """Autocast's cached casts are every weight a matmul reads (nn.Linear's, the MoE's expert stacks, the
+    tied head once) at 2 B: all held to the end of backward without checkpointing, only at its start with
+    it, none under FSDP2's own mixed precision."""
+    cfg = compose(f"model={name}", "hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp")
+    model = build_model(cfg.model, "meta")
+    linear = {id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    experts = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 3)
+    layout = Layout.of(cfg, validate(cfg, None))
+    assert weight_cast_bytes(layout) == (2 * (sum(linear.values()) + experts),) * 2
+    full = Layout.of(compose(f"model={name}", "hardware=h100_sxm", "hardware.gpus_per_node=1",
+                             "workload.activation_checkpointing=full"), layout.dims)
+    assert weight_cast_bytes(full) == (weight_cast_bytes(layout)[0], 0.0)
+    fsdp = compose(f"model={name}", "hardware=h100_sxm", "hardware.gpus_per_node=2", "parallel=fsdp")
+    assert weight_cast_bytes(Layout.of(fsdp, validate(fsdp, None))) == (0.0, 0.0)
 
 
 def test_dry_run_names_what_does_not_fit_and_what_would(cli):

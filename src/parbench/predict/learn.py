@@ -7,7 +7,8 @@ an order where each run adds one unknown to what the earlier ones fixed:
     <mode>_qk_norm   the mode's none run with Qwen3's q and k norms, beyond it -> their factor per byte
     <mode>_full/selective   the step beyond the mode's none run -> share of the forward it recomputes
     host_2_layers    a tiny model's peak beyond its tensors -> the runtime's memory overhead
-    eager/compiled_full     peak beyond the states, the (small) saved block inputs -> bytes per logit
+    eager/compiled_full and _full_half   (the same at half the batch) peak beyond the states, the (small)
+                     saved block inputs and the casts -> bytes per logit and per element of the head's gradient
     <mode>_none/selective   peak beyond the states and logits -> scale of the modelled activations
     infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
                      device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
@@ -54,6 +55,8 @@ class InferenceRun:
 
 Setter = Callable[[Calibration, float], Calibration]
 PROBES = (50.0, 100.0)
+MEMORY_ROUNDS = 4
+MIN_PAIR_CONDITIONING = 0.05  # two runs whose sensitivities to two terms are this close to parallel tell them apart no better
 
 
 def step_time(layout: Layout, cal: Calibration) -> float:
@@ -71,6 +74,22 @@ def solve(predicted: Callable[[Calibration], float], measured: float, cal: Calib
     low, high = PROBES
     at_low, at_high = predicted(setter(cal, low)), predicted(setter(cal, high))
     return low + (measured - at_low) * (high - low) / (at_high - at_low) if at_high != at_low else math.nan
+
+
+def solve_pair(predicted: tuple[Callable[[Calibration], float], Callable[[Calibration], float]],
+               measured: tuple[float, float], cal: Calibration, setters: tuple[Setter, Setter]) -> tuple[float, float]:
+    """The values (x, y) of two terms that two predictions (each linear in both) need to equal their
+    measured figures; NaN where the runs cannot tell the terms apart."""
+    low, high = PROBES
+    base = setters[1](setters[0](cal, low), low)
+    at_base = [f(base) for f in predicted]
+    dx = [(f(setters[0](base, high)) - p) / (high - low) for f, p in zip(predicted, at_base)]
+    dy = [(f(setters[1](base, high)) - p) / (high - low) for f, p in zip(predicted, at_base)]
+    det = dx[0] * dy[1] - dx[1] * dy[0]
+    if abs(det) <= MIN_PAIR_CONDITIONING * abs(dx[0] * dy[1]):
+        return math.nan, math.nan
+    r = [m - p for m, p in zip(measured, at_base)]
+    return low + (r[0] * dy[1] - r[1] * dy[0]) / det, low + (dx[0] * r[1] - dx[1] * r[0]) / det
 
 
 def keyed(field: str, key: str) -> Setter:
@@ -102,6 +121,23 @@ class Learner:
             r = self.runs[run]
             self.fit(what, lambda cal: peak_memory(r.layout, cal), r.peak_gb, setter)
 
+    def memory_pair(self, runs: tuple[str, str], terms: tuple[tuple[str, Setter], tuple[str, Setter]]) -> None:
+        """Two terms from two runs' peaks at once; with one run, or a pair the runs cannot fit (a second
+        term not positive), the first term alone from the first run, the second kept or set to 0."""
+        (what, setter), (second, second_setter) = terms
+        if all(r in self.runs for r in runs):
+            rs = [self.runs[r] for r in runs]
+            x, y = solve_pair(tuple(lambda cal, r=r: peak_memory(r.layout, cal) for r in rs),
+                              tuple(r.peak_gb for r in rs), self.cal, (setter, second_setter))
+            if math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0:
+                self.cal = second_setter(setter(self.cal, x), y)
+                return
+            if math.isfinite(y) and y <= 0:
+                self.cal = second_setter(self.cal, 0.0)
+            self.notes.append(f"{second}: the fit of {' and '.join(runs)} gave {y:.3g}, "
+                              f"{'set 0' if math.isfinite(y) and y <= 0 else 'kept the figure there was'}")
+        self.memory_term(runs[0], what, setter)
+
 
 def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
     """The calibration with every term the runs measure fitted; notes on the terms kept."""
@@ -112,12 +148,16 @@ def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str
         for ac in ("selective", "full"):
             key = mode_key(mode == "compiled", ac)
             lr.time_term(f"{mode}_{ac}", f"{key} recompute share", keyed("recompute", key))
-    lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
-    for mode in ("eager", "compiled"):
-        lr.memory_term(f"{mode}_full", f"{mode} bytes per logit", keyed("logits_bytes", mode))
-        for ac in ("none", "selective"):
-            key = mode_key(mode == "compiled", ac)
-            lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
+    kept = len(lr.notes)
+    for _ in range(MEMORY_ROUNDS):  # the overhead's tiny run holds logits and activations too: refit until settled
+        del lr.notes[kept:]
+        lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
+        for mode in ("eager", "compiled"):
+            lr.memory_pair((f"{mode}_full", f"{mode}_full_half"), ((f"{mode} bytes per logit", keyed("logits_bytes", mode)),
+                           (f"{mode} bytes per element of the head's gradient", keyed("head_grad_bytes", mode))))
+            for ac in ("none", "selective"):
+                key = mode_key(mode == "compiled", ac)
+                lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
     return lr.cal, lr.notes
 
 

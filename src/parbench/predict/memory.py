@@ -1,15 +1,18 @@
 """Memory per device of a training layout: parameters, gradients and optimizer states of the shard it
 holds (tp/pp split, fsdp or ZeRO sharding), activations by checkpointing mode and micro-batches in
 flight (scaled by what the calibration measured for the mode, eager or compiled), the loss's logits
-(bytes per logit measured eager and compiled), communication buffers, and the runtime's own overhead.
+and the output head's gradient (bytes per logit and per head element, measured eager and compiled),
+the weights' casts to the compute dtype, communication buffers, and the runtime's own overhead.
 
 Parameters stay fp32 (autocast and FSDP2's mixed precision compute in the workload dtype from fp32
 weights), so a parameter costs 4 B, its gradient 4 B and AdamW's two moments 8 B. The peak is the
-larger of two moments: the start of backward (activations and logits, no gradients: they are set to
-None after each step) and its end (every gradient, the activations freed)."""
+larger of two moments: the start of backward (activations, logits, the head's gradient and the casts,
+no other gradient: they are set to None after each step) and its end (every gradient and the casts
+autocast still caches, the activations freed)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from parbench.config.schema import ZeroConfig
@@ -30,6 +33,9 @@ class MemoryEstimate:
     optimizer_gb: float
     activations_gb: float
     logits_gb: float
+    head_grad_gb: float
+    casts_gb: float
+    cached_casts_gb: float  # of casts_gb, still held when backward ends
     buffers_gb: float
     overhead_gb: float
 
@@ -39,19 +45,24 @@ class MemoryEstimate:
 
     @property
     def backward_start_gb(self) -> float:
-        """When backward starts: every saved activation and the loss's logits, no gradient yet
-        (the optimizer sets them to None after each step)."""
-        return self.params_gb + self.optimizer_gb + self.activations_gb + self.logits_gb
+        """As backward starts, through the loss's and the head's: every saved activation, the weights'
+        casts it needs, the loss's logits and the head's gradient, no other gradient yet (the optimizer
+        sets them to None after each step)."""
+        return (self.params_gb + self.optimizer_gb + self.casts_gb + self.activations_gb + self.logits_gb
+                + self.head_grad_gb)
 
     @property
     def total_gb(self) -> float:
-        """The peak: the start of backward, or its end (every gradient, the activations freed)."""
-        return max(self.backward_start_gb, self.model_states_gb) + self.buffers_gb + self.overhead_gb
+        """The peak: the start of backward, or its end (every gradient and the casts still cached, the
+        activations freed)."""
+        backward_end = self.model_states_gb + self.cached_casts_gb
+        return max(self.backward_start_gb, backward_end) + self.buffers_gb + self.overhead_gb
 
     def as_dict(self) -> dict[str, float]:
         return {"params_gb": self.params_gb, "grads_gb": self.grads_gb, "optimizer_gb": self.optimizer_gb,
                 "params_grads_optimizer_gb": self.model_states_gb, "activations_gb": self.activations_gb,
-                "logits_gb": self.logits_gb, "buffers_gb": self.buffers_gb, "overhead_gb": self.overhead_gb,
+                "logits_gb": self.logits_gb, "head_grad_gb": self.head_grad_gb, "casts_gb": self.casts_gb, "buffers_gb": self.buffers_gb,
+                "overhead_gb": self.overhead_gb,
                 "total_gb": self.total_gb}
 
 
@@ -122,6 +133,33 @@ def logits_bytes(layout: Layout, cal: Calibration | None) -> float:
     return logits_elements(layout) * per_logit
 
 
+def weight_matrices(layout: Layout) -> tuple[float, float]:
+    """Elements of (the stage's block matrices, its output head's matrix: the tied embedding's table;
+    neither the lookups of an untied embedding nor learned positions enter a matmul)."""
+    tied = layout.cfg.model.tie_embeddings
+    blocks = sum(math.prod(s) for n, s in layout.stage if n.startswith("layers.") and len(s) > 1)
+    head = sum(math.prod(s) for n, s in layout.stage if n == "output.weight" or (tied and n == "tok_embeddings.weight"))
+    return blocks, head
+
+
+def head_grad_bytes(layout: Layout, cal: Calibration | None) -> float:
+    """What the peak holds per element of the output head's weight beyond the loss's bytes per logit
+    (its gradient, where the loss's are still alive): measured eager or compiled, else none."""
+    _, head = weight_matrices(layout)
+    return head * (cal.head_grad_bytes.get("compiled" if layout.compiled else "eager", 0.0) if cal else 0.0)
+
+
+def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
+    """The matmul weights' casts to the compute dtype that autocast caches from their first use in the
+    forward, and those still cached when backward ends: all of them without checkpointing (the cache
+    lives until the step leaves autocast), none with it (a checkpointed block's recompute, entering and
+    leaving autocast, clears the cache). None where the strategy keeps bf16 weights itself."""
+    if layout.dtype_bytes >= FP32 or "fsdp" in layout.enabled or "zero" in layout.enabled:
+        return 0.0, 0.0
+    casts = sum(weight_matrices(layout)) * layout.dtype_bytes
+    return casts, casts if layout.activation_checkpointing == "none" else 0.0
+
+
 def buffer_bytes(layout: Layout) -> float:
     """Communication buffers: FSDP2's all-gathered block in the compute dtype (the next one
     prefetched) and its fp32 reduce-scatter input; DDP's two gradient buckets in flight."""
@@ -136,6 +174,7 @@ def estimate_memory(layout: Layout, cal: Calibration | None = None) -> MemoryEst
     """Per device; without a calibration, the tensors alone (activations unscaled, no overhead)."""
     params, grads, optimizer = model_state_bytes(layout, layout.stage)
     scale = cal.activation_factor(layout.compiled, layout.activation_checkpointing) if cal else 1.0
+    casts, cached = weight_cast_bytes(layout)
     return MemoryEstimate(params / GB, grads / GB, optimizer / GB, scale * activation_bytes(layout) / GB,
-                          logits_bytes(layout, cal) / GB, buffer_bytes(layout) / GB,
-                          cal.memory_overhead_gb if cal else 0.0)
+                          logits_bytes(layout, cal) / GB, head_grad_bytes(layout, cal) / GB, casts / GB, cached / GB,
+                          buffer_bytes(layout) / GB, cal.memory_overhead_gb if cal else 0.0)
