@@ -2,8 +2,8 @@
 
     python benchmarks/memory_phases.py "model=gpt2_xl workload.seq_len=1024 workload.activation_checkpointing=full" ...
 
-Each argument is one case (Hydra overrides on hardware=h100_sxm, one GPU, parallel=dp: no DDP wrapper, as
-parbench runs it). The step is parbench's own: its model, its checkpointing wrapper, its loss, bf16 autocast
+Each argument is one eager case (Hydra overrides on hardware=h100_sxm, one GPU, parallel=dp: no DDP wrapper,
+as parbench runs it). The step is parbench's own: its model, its checkpointing wrapper, its loss, bf16 autocast
 around forward and backward, fused AdamW. After two warm-up steps it prints the allocated memory after the
 forward, after the loss, the peak in backward, what leaving autocast frees (its cache of the weights'
 casts, and the logits), and the optimizer's peak; then the model's terms for the case."""
@@ -39,6 +39,8 @@ def phases(overrides: list[str]) -> dict[str, float]:
     """The last of STEPS steps' allocated memory at each phase, GB."""
     cfg = compose_config(overrides)
     w = cfg.workload
+    if w.compile:
+        sys.exit("memory_phases.py times eager steps: leave workload.compile out")
     torch.manual_seed(0)
     model = build_model(cfg.model, "cuda")
     if w.activation_checkpointing != "none":

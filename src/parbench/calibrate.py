@@ -211,9 +211,10 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{100 * cal.overlap['fsdp']:.1f} %",
         f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; weights read x"
         f"{cal.weight_read_factor:.3g}; {decode_attention_summary(cal)}",
-        f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute {cal.recompute}, activations x"
-        f"{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head-gradient element {cal.head_grad_bytes}, memory overhead "
-        f"{format_metric('overhead_gb', cal.memory_overhead_gb)}, host {format_metric('host_s', cal.host_s_per_step)}"
+        f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
+        f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "
+        f"element {cal.head_grad_bytes}, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "
+        f"host {format_metric('host_s', cal.host_s_per_step)}"
         f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
         + "".join(f" + {format_metric('host_s', s)} per call a {mode}-checkpointed layer replays"
                   for mode, s in cal.host_s_per_replayed_call.items()),

@@ -274,18 +274,21 @@ def test_memory_and_communication_equal_a_real_2_rank_run(cli):
 
 @pytest.mark.parametrize("name", ["llama3_2_1b", "gpt2_xl", "qwen3_1_7b", "tiny_moe"])
 def test_the_weights_casts_are_the_built_models_matmul_weights_in_bf16(name):
-    """Autocast's cached casts are every weight a matmul reads (nn.Linear's, the MoE's expert stacks, the
-    tied head once) at 2 B: all held to the end of backward without checkpointing, only at its start with
-    it, none under FSDP2's own mixed precision."""
-    cfg = compose(f"model={name}", "hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp")
+    """Autocast's casts are the weights a matmul reads, 2 B each: nn.Linear's (the tied head once) cached to
+    the end of backward without checkpointing, gone by then with it; an MoE's expert stacks (cast anew at
+    each use) only at backward's start, without checkpointing; a compiled step's blocks leave the cache to
+    the eager head; none under FSDP2's own mixed precision."""
+    gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
+    cfg = compose(f"model={name}", *gpu, "parallel=dp")
     model = build_model(cfg.model, "meta")
-    linear = {id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)}
-    experts = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 3)
-    layout = Layout.of(cfg, validate(cfg, None))
-    assert weight_cast_bytes(layout) == (2 * (sum(linear.values()) + experts),) * 2
-    full = Layout.of(compose(f"model={name}", "hardware=h100_sxm", "hardware.gpus_per_node=1",
-                             "workload.activation_checkpointing=full"), layout.dims)
-    assert weight_cast_bytes(full) == (weight_cast_bytes(layout)[0], 0.0)
+    linear = sum({id(m.weight): m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)}.values())
+    experts = sum(p.numel() for p in model.parameters() if p.dim() == 3)
+    dims = validate(cfg, None)
+    assert weight_cast_bytes(Layout.of(cfg, dims)) == (2 * (linear + experts), 2 * linear)
+    full = compose(f"model={name}", *gpu, "workload.activation_checkpointing=full")
+    assert weight_cast_bytes(Layout.of(full, dims)) == (2 * linear, 0.0)
+    compiled = compose(f"model={name}", *gpu, "workload.compile=true")
+    assert weight_cast_bytes(Layout.of(compiled, dims)) == (2 * (linear + experts), 2 * model.output.weight.numel())
     fsdp = compose(f"model={name}", "hardware=h100_sxm", "hardware.gpus_per_node=2", "parallel=fsdp")
     assert weight_cast_bytes(Layout.of(fsdp, validate(fsdp, None))) == (0.0, 0.0)
 

@@ -67,6 +67,11 @@ class ModelConfig:
     config_sha256: Optional[str] = None  # set by parbench: its hash (a set hash means already read)
 
 
+def head_width(m: ModelConfig) -> int:
+    """Elements per attention head: head_dim where the model sets it, else hidden // heads."""
+    return m.head_dim or m.hidden // m.heads
+
+
 @dataclass
 class ZeroConfig:
     """DeepSpeed ZeRO over every rank (parallel=zero1/zero2/zero3/...; docs/deepspeed.md). stage null:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.models import ParamCounts
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def attended_positions(seq_len: float, causal: bool, window: int | None = None) 
 
 def attention_flops_per_token(cfg: ModelConfig, seq_len: float, causal: bool) -> float:
     """Forward+backward FLOPs of QK^T and AV per token (not counted by 6N)."""
-    d_attn = cfg.heads * (cfg.head_dim or cfg.hidden // cfg.heads)
+    d_attn = cfg.heads * head_width(cfg)
     return 12 * cfg.layers * d_attn * attended_positions(seq_len, causal, cfg.sliding_window)
 
 

@@ -5,14 +5,14 @@ for MFU and MBU (workloads/inference/latency.py), the performance model for TTFT
 
 from __future__ import annotations
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.flops import attention_flops_per_token
 from parbench.models import ParamCounts
 
 
 def kv_bytes_per_position(model: ModelConfig, batch_size: int, itemsize: int) -> int:
     """K and V of one position for every sequence of the batch, over all layers and devices."""
-    head_dim = model.head_dim or model.hidden // model.heads
+    head_dim = head_width(model)
     return 2 * model.layers * model.kv_heads * head_dim * itemsize * batch_size
 
 

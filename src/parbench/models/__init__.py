@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.registry import Registry
 
 MODEL_FAMILIES: Registry[str] = Registry("model family", "model.family")
@@ -17,7 +17,7 @@ MODEL_FAMILIES.register("gpt2")("parbench.models.gpt2:GPT2")
 def describe(cfg: ModelConfig) -> str:
     """The architecture in one line (dry_run's plan, `parbench plan`), e.g. `llama: 32 layers, hidden
     4096, 32 heads (8 KV) x 128, ffn 14336, vocab 128256, rope 500000 llama3 x8, untied head`."""
-    head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+    head_dim = head_width(cfg)
     parts = [f"{cfg.layers} layers", f"hidden {cfg.hidden}", f"{cfg.heads} heads ({cfg.kv_heads} KV) x {head_dim}",
              f"ffn {cfg.ffn}" + (f" x {cfg.experts} experts, top {cfg.top_k}" if cfg.experts else ""),
              f"vocab {cfg.vocab}", f"max_seq_len {cfg.max_seq_len}"]

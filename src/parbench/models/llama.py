@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.models.build import embedding, init_dense
 from parbench.models.kv_cache import KVCache, LayerKVCache, sliding_causal_mask
 from parbench.models.moe import MoE
@@ -78,7 +78,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, native_g
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, bias: bool = False):
         super().__init__()
-        self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+        self.head_dim = head_width(cfg)
         qkv_bias = bias or cfg.qkv_bias  # GPT-2: every projection; Qwen2: q, k and v only
         self.wq = nn.Linear(cfg.hidden, cfg.heads * self.head_dim, bias=qkv_bias)
         self.wk = nn.Linear(cfg.hidden, cfg.kv_heads * self.head_dim, bias=qkv_bias)
@@ -199,7 +199,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+        self.head_dim = head_width(cfg)
         self.tok_embeddings = embedding(cfg.vocab, cfg.hidden)
         # A dict keyed by layer index keeps parameter names stable when a pipeline stage drops layers.
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.layers)})

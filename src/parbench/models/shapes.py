@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from parbench.config import ConfigError
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.models import ParamCounts, counts_from_sizes
 
 Shape = tuple[int, ...]
@@ -25,7 +25,7 @@ def aligned(dims: tuple[int, ...]) -> bool:
 
 
 def _attention(m: ModelConfig, bias: bool) -> Named:
-    hd = m.head_dim or m.hidden // m.heads
+    hd = head_width(m)
     q, kv = m.heads * hd, m.kv_heads * hd
     shapes = [("attention.wq.weight", (q, m.hidden)), ("attention.wk.weight", (kv, m.hidden)),
               ("attention.wv.weight", (kv, m.hidden)), ("attention.wo.weight", (m.hidden, q))]
@@ -71,7 +71,7 @@ class FamilyShapes:
 
 
 def rope_buffers(m: ModelConfig) -> int:
-    return 2 * m.max_seq_len * (m.head_dim or m.hidden // m.heads) // 2
+    return 2 * m.max_seq_len * head_width(m) // 2
 
 
 FAMILY_SHAPES: dict[str, FamilyShapes] = {

@@ -106,8 +106,8 @@ class Calibration:
     # Measured / modelled saved activations, by mode_key; the loss's bytes per logit, by eager/compiled.
     activation_scale: Dict[str, float] = field(default_factory=dict)
     logits_bytes: Dict[str, float] = field(default_factory=dict)
-    # Bytes per element of the output head's weight that its backward allocates while the loss's
-    # gradients are alive (its gradient in the compute dtype, then in fp32), by eager/compiled.
+    # What the peak holds per element of the output head's weight beyond the bytes per logit (fitted
+    # with them from two batches: the peak's part that does not grow with the tokens), by eager/compiled.
     head_grad_bytes: Dict[str, float] = field(default_factory=dict)
     # Inference host time: an eager prefill's dispatch (hidden behind the device's work on a GPU)
     # and what each decode step adds (launch, sampling, the token to the host), per step and per layer.

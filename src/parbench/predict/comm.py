@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from parbench.config.schema import head_width
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.layout import Layout
 from parbench.predict.memory import DDP_BUCKET_BYTES
@@ -99,7 +100,7 @@ def model_parallel_comms(layout: Layout) -> list[Comm]:
         sends = 2 * mbs * layout.stages_per_rank
         comms.append(Comm("pp", "send_recv", act, sends, 2, layout.crosses_nodes("pp")))
     if d.cp > 1:
-        hd = m.head_dim or m.hidden // m.heads
+        hd = head_width(m)
         kv = 2 * layout.microbatch_tokens * d.cp * m.kv_heads / d.tp * hd * layout.dtype_bytes
         comms += [Comm("cp", op, kv, layers * mbs, d.cp, layout.crosses_nodes("cp"))
                   for op in ("all_gather", "reduce_scatter")]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
@@ -113,7 +113,7 @@ def attention_seconds(layout: Layout, cal: Calibration) -> float:
     ring_steps = layout.dims.cp if layout.cfg.hardware.device_type == "cuda" else 1
     calls = m.layers / layout.dims.pp * layout.microbatches * ring_steps
     return cal.attention_seconds(flops, attended_positions(layout.seq_len, True, m.sliding_window), calls,
-                                 m.head_dim or m.hidden // m.heads)
+                                 head_width(m))
 
 
 def elementwise_per_token(layout: Layout, bias_gradients: bool = True, qk_norm_factor: float = 1.0) -> float:
@@ -124,7 +124,7 @@ def elementwise_per_token(layout: Layout, bias_gradients: bool = True, qk_norm_f
     biased output once more (a third of that here, as the forward counts thrice; none for a forward
     alone: bias_gradients=False)."""
     m, d, fam = layout.cfg.model, layout.dims, layout.family
-    hd = m.head_dim or m.hidden // m.heads
+    hd = head_width(m)
     qk = (m.heads + m.kv_heads) * hd / d.tp
     h = m.hidden / (d.tp if layout.cfg.parallel.sp else 1)
     rope = 0 if fam.learned_positions else 2 * qk

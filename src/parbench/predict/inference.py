@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parbench.config.dims import ParallelDims
-from parbench.config.schema import Config
+from parbench.config.schema import Config, head_width
 from parbench.metrics.flops import attended_positions
 from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, mean_decode_context,
                                              prefill_attention_flops)
@@ -153,7 +153,7 @@ def qkv_copy_per_token(layout: Layout) -> float:
     q and k (elementwise_per_token counts it), and v's write into the cache is left to the fitted
     element-wise factor."""
     m, fam = layout.cfg.model, layout.family
-    hd = m.head_dim or m.hidden // m.heads
+    hd = head_width(m)
     return 2 * (m.heads + 2 * m.kv_heads) * hd / layout.dims.tp if fam.learned_positions else 0.0
 
 
@@ -172,7 +172,7 @@ def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
     w, m = layout.cfg.workload, layout.cfg.model
     flops = prefill_attention_flops(m, w.batch_size, w.input_len) / layout.dims.tp
     return cal.attention_seconds(flops, attended_positions(w.input_len, True, m.sliding_window), m.layers,
-                                 m.head_dim or m.hidden // m.heads, forward_only=True)
+                                 head_width(m), forward_only=True)
 
 
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
@@ -215,7 +215,7 @@ def decode_attention_seconds(layout: Layout, kv_cache_bytes: float, cal: Calibra
     """A decode step's attention: its KV cache (the static step's whole buffer) at the calibrated read
     factor of its head width, no faster than the static step's floor."""
     m = layout.cfg.model
-    read_factor, s_per_position = cal.decode_attention_figures(m.head_dim or m.hidden // m.heads, m.heads > m.kv_heads)
+    read_factor, s_per_position = cal.decode_attention_figures(head_width(m), m.heads > m.kv_heads)
     read = read_seconds(layout, kv_cache_bytes * static_cache_share(layout) * read_factor, cal)
     return max(read, static_attention_floor_s(layout, s_per_position))
 

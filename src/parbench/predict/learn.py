@@ -32,6 +32,7 @@ from parbench.metrics.fits import fit_line
 from parbench.predict.calibration import Calibration, mode_key
 from parbench.predict.inference import predict_inference
 from parbench.predict.layout import Layout
+from parbench.predict.memory import weight_matrices
 from parbench.predict.step import predict_step
 
 
@@ -55,8 +56,11 @@ class InferenceRun:
 
 Setter = Callable[[Calibration, float], Calibration]
 PROBES = (50.0, 100.0)
-MEMORY_ROUNDS = 4
-MIN_PAIR_CONDITIONING = 0.05  # two runs whose sensitivities to two terms are this close to parallel tell them apart no better
+# Two runs tell two terms apart where their sensitivities to them are further from parallel than this
+# (|det| over the product of the two sensitivity vectors' lengths: the sine of the angle between them).
+MIN_PAIR_CONDITIONING = 0.05
+ROUNDING = 1e-6  # bytes per element: a fit this far below 0 is 0
+HEAD_APART = 0.1
 
 
 def step_time(layout: Layout, cal: Calibration) -> float:
@@ -86,7 +90,7 @@ def solve_pair(predicted: tuple[Callable[[Calibration], float], Callable[[Calibr
     dx = [(f(setters[0](base, high)) - p) / (high - low) for f, p in zip(predicted, at_base)]
     dy = [(f(setters[1](base, high)) - p) / (high - low) for f, p in zip(predicted, at_base)]
     det = dx[0] * dy[1] - dx[1] * dy[0]
-    if abs(det) <= MIN_PAIR_CONDITIONING * abs(dx[0] * dy[1]):
+    if abs(det) <= MIN_PAIR_CONDITIONING * math.hypot(*dx) * math.hypot(*dy):
         return math.nan, math.nan
     r = [m - p for m, p in zip(measured, at_base)]
     return low + (r[0] * dy[1] - r[1] * dy[0]) / det, low + (dx[0] * r[1] - dx[1] * r[0]) / det
@@ -99,7 +103,7 @@ def keyed(field: str, key: str) -> Setter:
 
 class Learner:
     """Fits term after term into a calibration; a fit that comes out non-positive or non-finite
-    keeps the figure there was and says so in `notes`."""
+    keeps the figure there was (memory_pair: sets its second term 0) and says so in `notes`."""
 
     def __init__(self, cal: Calibration, runs: dict[str, Run]):
         self.cal, self.runs, self.notes = cal, runs, []
@@ -122,21 +126,30 @@ class Learner:
             self.fit(what, lambda cal: peak_memory(r.layout, cal), r.peak_gb, setter)
 
     def memory_pair(self, runs: tuple[str, str], terms: tuple[tuple[str, Setter], tuple[str, Setter]]) -> None:
-        """Two terms from two runs' peaks at once; with one run, or a pair the runs cannot fit (a second
-        term not positive), the first term alone from the first run, the second kept or set to 0."""
+        """Two terms from two runs' peaks at once (solve_pair); without the second run, or where the pair
+        does not fit (the first term not positive), the first term alone from the first run and the
+        second 0. The second may be 0: a fit a rounding error below it is 0."""
         (what, setter), (second, second_setter) = terms
         if all(r in self.runs for r in runs):
             rs = [self.runs[r] for r in runs]
-            x, y = solve_pair(tuple(lambda cal, r=r: peak_memory(r.layout, cal) for r in rs),
-                              tuple(r.peak_gb for r in rs), self.cal, (setter, second_setter))
-            if math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0:
-                self.cal = second_setter(setter(self.cal, x), y)
+            x, y = solve_pair((lambda cal: peak_memory(rs[0].layout, cal), lambda cal: peak_memory(rs[1].layout, cal)),
+                              (rs[0].peak_gb, rs[1].peak_gb), self.cal, (setter, second_setter))
+            if math.isfinite(x) and math.isfinite(y) and x > 0 and y > -ROUNDING:
+                self.cal = second_setter(setter(self.cal, x), max(y, 0.0))
                 return
-            if math.isfinite(y) and y <= 0:
-                self.cal = second_setter(self.cal, 0.0)
-            self.notes.append(f"{second}: the fit of {' and '.join(runs)} gave {y:.3g}, "
-                              f"{'set 0' if math.isfinite(y) and y <= 0 else 'kept the figure there was'}")
+            self.notes.append(f"{what} and {second}: the fit of {' and '.join(runs)} gave {x:.3g} and {y:.3g}; "
+                              f"{second} set 0")
+        self.cal = second_setter(self.cal, 0.0)
         self.memory_term(runs[0], what, setter)
+
+
+def head_apart(runs: dict[str, Run], run: str) -> bool:
+    """Whether the run's output head is so much larger than the overhead run's that the head's bytes per
+    element are not the overhead again (on a CPU both are the tiny model)."""
+    if run not in runs or "host_2_layers" not in runs:
+        return run in runs
+    heads = [weight_matrices(runs[r].layout)[2] for r in (run, "host_2_layers")]
+    return heads[1] < HEAD_APART * heads[0]
 
 
 def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
@@ -148,16 +161,16 @@ def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str
         for ac in ("selective", "full"):
             key = mode_key(mode == "compiled", ac)
             lr.time_term(f"{mode}_{ac}", f"{key} recompute share", keyed("recompute", key))
-    kept = len(lr.notes)
-    for _ in range(MEMORY_ROUNDS):  # the overhead's tiny run holds logits and activations too: refit until settled
-        del lr.notes[kept:]
-        lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
-        for mode in ("eager", "compiled"):
-            lr.memory_pair((f"{mode}_full", f"{mode}_full_half"), ((f"{mode} bytes per logit", keyed("logits_bytes", mode)),
-                           (f"{mode} bytes per element of the head's gradient", keyed("head_grad_bytes", mode))))
-            for ac in ("none", "selective"):
-                key = mode_key(mode == "compiled", ac)
-                lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
+    lr.memory_term("host_2_layers", "memory overhead", lambda c, v: replace(c, memory_overhead_gb=v))
+    for mode in ("eager", "compiled"):
+        logits = (f"{mode} bytes per logit", keyed("logits_bytes", mode))
+        head = (f"{mode} bytes per element of the head", keyed("head_grad_bytes", mode))
+        # the overhead's tiny run holds the head too: only a larger calibration model's tells the two apart
+        pair = (f"{mode}_full", f"{mode}_full_half" if head_apart(runs, f"{mode}_full") else "")
+        lr.memory_pair(pair, (logits, head))
+        for ac in ("none", "selective"):
+            key = mode_key(mode == "compiled", ac)
+            lr.memory_term(f"{mode}_{ac}", f"{key} activation scale", keyed("activation_scale", key))
     return lr.cal, lr.notes
 
 

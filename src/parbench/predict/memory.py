@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from parbench.config.schema import ZeroConfig
+from parbench.config.schema import ZeroConfig, head_width
 from parbench.predict.calibration import Calibration
 from parbench.predict.layout import Layout
 from parbench.models.shapes import FP32, Named, dim0_shard, size
@@ -61,8 +61,8 @@ class MemoryEstimate:
     def as_dict(self) -> dict[str, float]:
         return {"params_gb": self.params_gb, "grads_gb": self.grads_gb, "optimizer_gb": self.optimizer_gb,
                 "params_grads_optimizer_gb": self.model_states_gb, "activations_gb": self.activations_gb,
-                "logits_gb": self.logits_gb, "head_grad_gb": self.head_grad_gb, "casts_gb": self.casts_gb, "buffers_gb": self.buffers_gb,
-                "overhead_gb": self.overhead_gb,
+                "logits_gb": self.logits_gb, "head_grad_gb": self.head_grad_gb, "casts_gb": self.casts_gb,
+                "cached_casts_gb": self.cached_casts_gb, "buffers_gb": self.buffers_gb, "overhead_gb": self.overhead_gb,
                 "total_gb": self.total_gb}
 
 
@@ -88,7 +88,7 @@ def activation_elements_per_token(layout: Layout, mode: str) -> float:
     residuals); selective: the block input and every matmul and attention output; full: the block
     input only."""
     m, tp = layout.cfg.model, layout.dims.tp
-    hd = m.head_dim or m.hidden // m.heads
+    hd = head_width(m)
     q, kv = m.heads * hd / tp, 2 * m.kv_heads * hd / tp
     ffn = m.ffn * (m.top_k if m.experts else 1) / tp
     h = m.hidden / (tp if layout.cfg.parallel.sp else 1)  # sequence parallel splits the norm regions
@@ -133,31 +133,40 @@ def logits_bytes(layout: Layout, cal: Calibration | None) -> float:
     return logits_elements(layout) * per_logit
 
 
-def weight_matrices(layout: Layout) -> tuple[float, float]:
-    """Elements of (the stage's block matrices, its output head's matrix: the tied embedding's table;
-    neither the lookups of an untied embedding nor learned positions enter a matmul)."""
+def weight_matrices(layout: Layout) -> tuple[float, float, float]:
+    """Elements of the stage's weights that enter a matmul: (the blocks' matrices, the MoE's expert
+    stacks, the output head's: the tied embedding's table; neither the lookups of an untied embedding nor
+    learned positions enter one)."""
     tied = layout.cfg.model.tie_embeddings
-    blocks = sum(math.prod(s) for n, s in layout.stage if n.startswith("layers.") and len(s) > 1)
+    blocks = [(n, math.prod(s)) for n, s in layout.stage if n.startswith("layers.") and len(s) > 1]
     head = sum(math.prod(s) for n, s in layout.stage if n == "output.weight" or (tied and n == "tok_embeddings.weight"))
-    return blocks, head
+    experts = sum(size for n, size in blocks if ".experts." in n)
+    return sum(size for _, size in blocks) - experts, experts, head
 
 
 def head_grad_bytes(layout: Layout, cal: Calibration | None) -> float:
     """What the peak holds per element of the output head's weight beyond the loss's bytes per logit
     (its gradient, where the loss's are still alive): measured eager or compiled, else none."""
-    _, head = weight_matrices(layout)
+    head = weight_matrices(layout)[2]
     return head * (cal.head_grad_bytes.get("compiled" if layout.compiled else "eager", 0.0) if cal else 0.0)
 
 
 def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
-    """The matmul weights' casts to the compute dtype that autocast caches from their first use in the
-    forward, and those still cached when backward ends: all of them without checkpointing (the cache
-    lives until the step leaves autocast), none with it (a checkpointed block's recompute, entering and
-    leaving autocast, clears the cache). None where the strategy keeps bf16 weights itself."""
+    """The matmul weights' casts to the compute dtype that backward starts with, and those it ends with.
+    Autocast casts each weight once, at its first use in the forward, and caches the copy until the step
+    leaves autocast; on a GPU a checkpointed block's recompute (autograd's device thread entering and
+    leaving autocast) clears the cache, so with checkpointing none is left at the end. A compiled block
+    does not fill the cache (only the eager head does), and an MoE's experts are indexed views, which
+    autocast casts anew at each use without caching: saved for backward without checkpointing, not held
+    with it. None where the strategy keeps bf16 weights itself."""
     if layout.dtype_bytes >= FP32 or "fsdp" in layout.enabled or "zero" in layout.enabled:
         return 0.0, 0.0
-    casts = sum(weight_matrices(layout)) * layout.dtype_bytes
-    return casts, casts if layout.activation_checkpointing == "none" else 0.0
+    linear, experts, head = weight_matrices(layout)
+    unchecked = layout.activation_checkpointing == "none"
+    start = linear + head + (experts if unchecked else 0)
+    cached = head if layout.compiled else linear + head
+    end = cached if unchecked or layout.cfg.hardware.device_type == "cpu" else 0
+    return start * layout.dtype_bytes, end * layout.dtype_bytes
 
 
 def buffer_bytes(layout: Layout) -> float:

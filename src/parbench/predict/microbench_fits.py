@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
-from parbench.config.schema import HardwareConfig, ModelConfig
+from parbench.config.schema import HardwareConfig, ModelConfig, head_width
 from parbench.metrics.fits import fit_alpha_beta, fit_line, fit_relative
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
@@ -155,7 +155,7 @@ def at_engine_level(widths: dict[str, dict[str, float]], model: ModelConfig,
     (cal.kv_read_factor, cal.decode_attention_s_per_position): the microbenchmark times SDPA alone, the
     engine inside its compiled step with its other kernels; the ratios between widths are what carry over.
     Empty, with a note, where the microbenchmark did not measure the calibration model's width."""
-    own_kind = decode_attention_class([1, model.heads, model.kv_heads, 1, model.head_dim or model.hidden // model.heads])
+    own_kind = decode_attention_class([1, model.heads, model.kv_heads, 1, head_width(model)])
     own = widths.get(own_kind)
     if not own:
         note = (f"decode attention: no {own_kind} heads among the attention run's decode shapes "

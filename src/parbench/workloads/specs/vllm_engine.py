@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from parbench.config import ConfigError
-from parbench.config.schema import Config
+from parbench.config.schema import Config, head_width
 from parbench.dtypes import GB, ITEMSIZE
 
 
@@ -77,7 +77,7 @@ class AttentionShape:
 
 def parbench_shape(cfg: Config) -> AttentionShape:
     m = cfg.model
-    return AttentionShape(m.layers, m.heads, m.kv_heads, m.head_dim or m.hidden // m.heads, m.ffn)
+    return AttentionShape(m.layers, m.heads, m.kv_heads, head_width(m), m.ffn)
 
 
 def hf_shape(cfg: Config) -> AttentionShape | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from parbench.config.schema import ModelConfig
+from parbench.config.schema import ModelConfig, head_width
 from parbench.models.build import build_initialized
 from parbench.models.shapes import FP32, param_counts
 
@@ -35,7 +35,7 @@ def hf_llama_config(m: ModelConfig):
 
     return LlamaConfig(vocab_size=m.vocab, hidden_size=m.hidden, intermediate_size=m.ffn,
                        num_hidden_layers=m.layers, num_attention_heads=m.heads, num_key_value_heads=m.kv_heads,
-                       head_dim=m.head_dim or m.hidden // m.heads, max_position_embeddings=m.max_seq_len,
+                       head_dim=head_width(m), max_position_embeddings=m.max_seq_len,
                        rms_norm_eps=m.norm_eps, rope_theta=m.rope_theta, tie_word_embeddings=m.tie_embeddings,
                        architectures=["LlamaForCausalLM"])
 
