@@ -2,21 +2,23 @@
 
     python benchmarks/memory_phases.py "model=gpt2_xl workload.seq_len=1024 workload.activation_checkpointing=full" ...
 
-Each argument is one eager case (Hydra overrides on hardware=h100_sxm, one GPU, parallel=dp: no DDP wrapper,
-as parbench runs it). The step is parbench's own: its model, its checkpointing wrapper, its loss, bf16 autocast
-around forward and backward, fused AdamW. After two warm-up steps it prints the allocated memory after the
+Each argument is one case (Hydra overrides on hardware=h100_sxm, one GPU, parallel=dp: no DDP wrapper, as
+parbench runs it). The step is parbench's own: its model, its checkpointing and compile wrappers, its loss,
+bf16 autocast around forward and backward, fused AdamW. After two warm-up steps it prints the allocated memory after the
 forward, after the loss, the peak in backward, what leaving autocast frees (its cache of the weights'
 casts, and the logits), and the optimizer's peak; then the model's terms for the case."""
 
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import torch
 
 from parbench.models.build import build_model
 from parbench.parallel.activation_checkpoint import apply as checkpoint_blocks
-from parbench.parallel.model import ParallelModel, token_cross_entropy
+from parbench.parallel.compile import apply as compile_blocks
+from parbench.parallel.model import ParallelModel
 from parbench.planner import compose_config
 from parbench.predict import predict
 from parbench.prepare import validate
@@ -39,12 +41,13 @@ def phases(overrides: list[str]) -> dict[str, float]:
     """The last of STEPS steps' allocated memory at each phase, GB."""
     cfg = compose_config(overrides)
     w = cfg.workload
-    if w.compile:
-        sys.exit("memory_phases.py times eager steps: leave workload.compile out")
     torch.manual_seed(0)
     model = build_model(cfg.model, "cuda")
+    pmodel = ParallelModel(parts=[model])
     if w.activation_checkpointing != "none":
-        checkpoint_blocks(ParallelModel(parts=[model]), None, cfg)
+        checkpoint_blocks(pmodel, None, cfg)
+    if w.compile:  # the strategy reads the mesh's tp alone from its environment
+        compile_blocks(pmodel, SimpleNamespace(dims=validate(cfg, None)), cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
     seen: dict[str, float] = {}
     for _ in range(STEPS):
@@ -53,7 +56,7 @@ def phases(overrides: list[str]) -> dict[str, float]:
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = model(tokens[:, :-1])
             seen["after forward"] = allocated()
-            loss = token_cross_entropy(logits, tokens[:, 1:])
+            loss = pmodel.loss_fn(logits, tokens[:, 1:])
             seen["after loss"], seen["forward peak"] = allocated(), peak_since_reset()
             loss.backward()
             seen["backward peak"], seen["after backward"] = peak_since_reset(), allocated()

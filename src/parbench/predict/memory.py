@@ -156,7 +156,7 @@ def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
     Autocast casts each weight once, at its first use in the forward, and caches the copy until the step
     leaves autocast; on a GPU a checkpointed block's recompute (autograd's device thread entering and
     leaving autocast) clears the cache, so with checkpointing none is left at the end. A compiled block
-    does not fill the cache (only the eager head does), and an MoE's experts are indexed views, which
+    neither fills nor clears the cache: the eager head's cast stays to the end. An MoE's experts are indexed views, which
     autocast casts anew at each use without caching: saved for backward without checkpointing, not held
     with it. None where the strategy keeps bf16 weights itself."""
     if layout.dtype_bytes >= FP32 or "fsdp" in layout.enabled or "zero" in layout.enabled:
@@ -164,8 +164,10 @@ def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
     linear, experts, head = weight_matrices(layout)
     unchecked = layout.activation_checkpointing == "none"
     start = linear + head + (experts if unchecked else 0)
-    cached = head if layout.compiled else linear + head
-    end = cached if unchecked or layout.cfg.hardware.device_type == "cpu" else 0
+    if layout.compiled:  # its recompute runs inside the compiled block, which neither fills nor clears the cache
+        end = head
+    else:
+        end = linear + head if unchecked or layout.cfg.hardware.device_type == "cpu" else 0
     return start * layout.dtype_bytes, end * layout.dtype_bytes
 
 
