@@ -4,9 +4,9 @@
 
 Each argument is one case (Hydra overrides on hardware=h100_sxm, one GPU, parallel=dp: no DDP wrapper, as
 parbench runs it). The step is parbench's own: its model, its checkpointing and compile wrappers, its loss,
-bf16 autocast around forward and backward, fused AdamW. After two warm-up steps it prints the allocated memory after the
-forward, after the loss, the peak in backward, what leaving autocast frees (its cache of the weights'
-casts, and the logits), and the optimizer's peak; then the model's terms for the case."""
+bf16 autocast around forward and backward, fused AdamW. After two warm-up steps it prints the allocated
+memory after the forward, after the loss, the peak in backward, what leaving autocast frees (its cache of
+the weights' casts, and the logits), and the optimizer's peak; then the model's terms for the case."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import torch
 
+from parbench.config.schema import Config
 from parbench.models.build import build_model
 from parbench.parallel.activation_checkpoint import apply as checkpoint_blocks
 from parbench.parallel.compile import apply as compile_blocks
@@ -37,9 +38,8 @@ def peak_since_reset() -> float:
     return peak
 
 
-def phases(overrides: list[str]) -> dict[str, float]:
+def phases(cfg: Config) -> dict[str, float]:
     """The last of STEPS steps' allocated memory at each phase, GB."""
-    cfg = compose_config(overrides)
     w = cfg.workload
     torch.manual_seed(0)
     model = build_model(cfg.model, "cuda")
@@ -73,12 +73,12 @@ def main(cases: list[str]) -> None:
         sys.exit("memory_phases.py reads the CUDA allocator's figures: run it on a GPU")
     for case in cases:
         overrides = ["hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp", "workload=train", *case.split()]
-        seen = phases(overrides)
         cfg = compose_config(overrides)
-        model = predict(cfg, validate(cfg, None)).memory.as_dict()
+        seen = phases(cfg)
+        terms = predict(cfg, validate(cfg, None)).memory.as_dict()
         print(case, flush=True)
         print("  measured: " + "  ".join(f"{k} {v:.2f}" for k, v in seen.items()))
-        print("  model:    " + "  ".join(f"{k.removesuffix('_gb')} {v:.2f}" for k, v in model.items()), flush=True)
+        print("  model:    " + "  ".join(f"{k.removesuffix('_gb')} {v:.2f}" for k, v in terms.items()), flush=True)
         torch.cuda.empty_cache()
 
 

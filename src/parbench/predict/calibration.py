@@ -42,9 +42,14 @@ MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
 
 
+def step_mode(compiled: bool) -> str:
+    """The key of the figures by kind of step: eager or compiled."""
+    return "compiled" if compiled else "eager"
+
+
 def mode_key(compiled: bool, checkpointing: str) -> str:
     """The key of the per-mode figures: eager/none, compiled/full, ..."""
-    return f"{'compiled' if compiled else 'eager'}/{checkpointing}"
+    return f"{step_mode(compiled)}/{checkpointing}"
 
 
 @dataclass
@@ -179,10 +184,10 @@ class Calibration:
         return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
 
     def elementwise(self, compiled: bool) -> float:
-        return self.elementwise_factor.get("compiled" if compiled else "eager", 1.0)
+        return self.elementwise_factor.get(step_mode(compiled), 1.0)
 
     def qk_norm(self, compiled: bool) -> float:
-        return self.qk_norm_factor.get("compiled" if compiled else "eager", 1.0)
+        return self.qk_norm_factor.get(step_mode(compiled), 1.0)
 
     def elementwise_seconds(self, nbytes: float, compiled: bool) -> float:
         """Element-wise traffic's time: its bytes over the bandwidth, times the step's measured factor."""

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from parbench.config.schema import ZeroConfig, head_width
-from parbench.predict.calibration import Calibration
+from parbench.predict.calibration import Calibration, step_mode
 from parbench.predict.layout import Layout
 from parbench.models.shapes import FP32, Named, dim0_shard, size
 from parbench.dtypes import GB
@@ -129,7 +129,7 @@ def logits_elements(layout: Layout) -> float:
 
 def logits_bytes(layout: Layout, cal: Calibration | None) -> float:
     """What the loss holds per logit: measured for eager or compiled steps, else fp32 logits and gradient."""
-    per_logit = cal.logits_bytes.get("compiled" if layout.compiled else "eager", LOGITS_BYTES) if cal else LOGITS_BYTES
+    per_logit = cal.logits_bytes.get(step_mode(layout.compiled), LOGITS_BYTES) if cal else LOGITS_BYTES
     return logits_elements(layout) * per_logit
 
 
@@ -148,7 +148,7 @@ def head_grad_bytes(layout: Layout, cal: Calibration | None) -> float:
     """What the peak holds per element of the output head's weight beyond the loss's bytes per logit
     (its gradient, where the loss's are still alive): measured eager or compiled, else none."""
     head = weight_matrices(layout)[2]
-    return head * (cal.head_grad_bytes.get("compiled" if layout.compiled else "eager", 0.0) if cal else 0.0)
+    return head * (cal.head_grad_bytes.get(step_mode(layout.compiled), 0.0) if cal else 0.0)
 
 
 def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
@@ -156,9 +156,9 @@ def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
     Autocast casts each weight once, at its first use in the forward, and caches the copy until the step
     leaves autocast; on a GPU a checkpointed block's recompute (autograd's device thread entering and
     leaving autocast) clears the cache, so with checkpointing none is left at the end. A compiled block
-    neither fills nor clears the cache: the eager head's cast stays to the end. An MoE's experts are indexed views, which
-    autocast casts anew at each use without caching: saved for backward without checkpointing, not held
-    with it. None where the strategy keeps bf16 weights itself."""
+    neither fills nor clears the cache: the eager head's cast stays to the end. An MoE's experts are
+    indexed views, which autocast casts anew at each use without caching: saved for backward without
+    checkpointing, not held with it. None where the strategy keeps bf16 weights itself."""
     if layout.dtype_bytes >= FP32 or "fsdp" in layout.enabled or "zero" in layout.enabled:
         return 0.0, 0.0
     linear, experts, head = weight_matrices(layout)
