@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | infer31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | infer31 | trainkernels31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -493,6 +493,17 @@ PY
     for case in "gpt2_xl 8x512,2x896,1x512" "qwen3_1_7b 16x1024,8x512,1x1024" "llama3_2_1b 32x1024,16x1024,2x4096"; do
       set -- $case
       timeout 200 python benchmarks/inference_kernels.py --model $1 --points $2 2>&1 | grep -v -i warn | tee -a "$W/kernels.txt"
+      pack
+    done
+    ;;
+  trainkernels31)  # 1 GPU (issue 31): a training step's kernels by kind and each GEMM shape's achieved rate
+    # beside the model's (benchmarks/train_kernels.py), the device-bound accuracy cases, with the checkout's profile
+    for case in "model=llama3_2_1b workload.seq_len=4096 workload.batch_size=2" \
+                "model=gpt2_xl workload.seq_len=1024 workload.batch_size=4" \
+                "model=qwen3_1_7b workload.seq_len=2048 workload.batch_size=2" \
+                "model=llama3_2_1b workload.seq_len=4096 workload.batch_size=2 workload.compile=true" \
+                "model=llama3_2_1b workload.seq_len=2048 workload.batch_size=2 workload.activation_checkpointing=full"; do
+      timeout 200 python benchmarks/train_kernels.py "$case" 2>&1 | grep -v -i "warn\|INFO" | tee -a "$W/train_kernels.txt"
       pack
     done
     ;;

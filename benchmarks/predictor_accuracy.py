@@ -36,6 +36,10 @@ ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp"]
 TRAIN = [*ONE_GPU, "workload=train", "workload.steps=8", "workload.warmup_steps=3", "profile.enabled=false"]
 INFER = [*ONE_GPU, "workload=inference", "workload.output_len=64", "workload.repeats=3", "workload.profile=false"]
 RANK = ["model=llama3_2_1b", "workload.seq_len=4096", "workload.batch_size=2"]  # one model and batch, four layouts
+# The CPU's cases: the tiny model on the default 2 ranks (gloo) under each strategy, and on one rank
+CPU_TRAIN = ["hardware=cpu", "model=tiny", "workload=train", "workload.steps=20", "workload.warmup_steps=3",
+             "profile.enabled=false"]
+CPU_INFER = ["hardware=cpu", "model=tiny", "workload=inference", "workload.repeats=5", "workload.profile=false"]
 
 
 def train(model: str, seq: int, batch: int, compiled: bool, ac: str, *extra: str) -> list[str]:
@@ -65,11 +69,24 @@ CASES = {
                               # graph's largest prefill (8192 tokens)
                               ("llama3_2_1b", 4, 2048), ("qwen3_1_7b", 1, 1024), ("gpt2_xl", 1, 512),
                               ("llama3_2_1b", 16, 512))],
+    "cpu_train": [[*CPU_TRAIN, f"parallel={p}"] for p in ("dp", "fsdp", "tp", "pp", "cp")] + [
+        [*CPU_TRAIN, "parallel=dp", "workload.activation_checkpointing=full"],
+        [*CPU_TRAIN, "parallel=dp", "workload.activation_checkpointing=selective", "workload.seq_len=256"],
+        [*CPU_TRAIN, "parallel=dp", "hardware.gpus_per_node=1", "model.layers=8", "workload.batch_size=8"]],
+    "cpu_infer": [[*CPU_INFER, f"workload.batch_size={b}", f"workload.input_len={n}"] for b, n in ((1, 64), (8, 128))],
 }
 # The order they run in: a call that runs out of time has measured a spread of them.
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
          "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
-         "infer:4", "infer:5", "infer:6", "infer:7")
+         "infer:4", "infer:5", "infer:6", "infer:7",
+         *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
+
+
+BASES = {"train": TRAIN, "infer": INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
+
+
+def inference(kind: str) -> bool:
+    return kind.endswith("infer")
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
@@ -140,9 +157,10 @@ def error_pct(predicted: float, measured: float) -> float:
     return 100 * (predicted - measured) / measured
 
 
-def label(overrides: list[str]) -> str:
+def label(kind: str, overrides: list[str]) -> str:
+    """The case's overrides beyond its kind's common ones."""
     shown = [o.split("=", 1)[1] if o.startswith("model=") else o.removeprefix("workload.") for o in overrides
-             if o not in TRAIN and o not in INFER and not o.startswith("hardware")]
+             if o not in BASES[kind] and not o.startswith("hardware=")]
     return " ".join(shown).replace("activation_checkpointing=", "ac=").replace("batch_size=", "batch=")
 
 
@@ -150,12 +168,12 @@ def row(kind: str, overrides: list[str], measured: dict, cal_ref: str | None) ->
     cfg = compose_config(overrides)
     dims = validate(cfg, None)
     cal = load_calibration(cal_ref) if cal_ref else calibration_for(cfg.hardware, cfg.workload.dtype, None)
-    if kind == "infer":
+    if inference(kind):
         p = predict_inference(cfg, dims, cal)
-        return {"kind": kind, "case": label(overrides), "calibration": p.calibration,
+        return {"kind": kind, "case": label(kind, overrides), "calibration": p.calibration,
                 "a": ("TTFT", p.ttft_s, measured["ttft_s_p50"]), "b": ("TPOT", p.tpot_s, measured["tpot_s_p50"])}
     p = predict(cfg, dims, cal)
-    return {"kind": kind, "case": label(overrides), "calibration": p.calibration, "rank": all(o in overrides for o in RANK),
+    return {"kind": kind, "case": label(kind, overrides), "calibration": p.calibration, "rank": all(o in overrides for o in RANK),
             "a": ("step", p.step_time_s, measured["step_time_s"]),
             "b": ("peak", p.memory.total_gb, measured["mem_peak_allocated_gb"])}
 
@@ -177,11 +195,12 @@ def markdown(rows: list[dict]) -> str:
 
 def summary(rows: list[dict]) -> list[str]:
     lines = []
-    for kind, part, what in (("train", "a", "step time"), ("train", "b", "peak memory"), ("infer", "a", "TTFT"),
-                             ("infer", "b", "TPOT")):
-        errors = [abs(error_pct(*r[part][1:])) for r in rows if r["kind"] == kind]
-        if errors:
-            lines.append(f"- {what}: median |error| {statistics.median(errors):.1f} %, worst {max(errors):.1f} % "
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        for part in ("a", "b"):
+            kind_rows = [r for r in rows if r["kind"] == kind]
+            errors = [abs(error_pct(*r[part][1:])) for r in kind_rows]
+            what = {"step": "step time", "peak": "peak memory"}.get(kind_rows[0][part][0], kind_rows[0][part][0])
+            lines.append(f"- {kind} {what}: median |error| {statistics.median(errors):.1f} %, worst {max(errors):.1f} % "
                          f"({len(errors)} cases)")
     ranked = [r for r in rows if r.get("rank")]
     if len(ranked) > 1:
@@ -208,8 +227,8 @@ def main() -> None:
         return
     cases = records(args.jsonl)
     rows = [row(r["kind"], r["overrides"], r["metrics"], args.calibration) for r in cases if r["metrics"]]
-    failed = [label(r["overrides"]) for r in cases if not r["metrics"]]
-    unsteady = [label(r["overrides"]) for r in cases if r["metrics"] and not steady(r["metrics"])]
+    failed = [label(r["kind"], r["overrides"]) for r in cases if not r["metrics"]]
+    unsteady = [label(r["kind"], r["overrides"]) for r in cases if r["metrics"] and not steady(r["metrics"])]
     text = markdown(rows) + "".join(f"\nfailed (left out): {f}" for f in failed) + "".join(
         f"\nunsteady (step times p90/p10 > {SPREAD_LIMIT}; measure again): {u}" for u in unsteady)
     print(text)

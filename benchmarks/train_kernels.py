@@ -1,0 +1,169 @@
+"""Where a training step's device time goes, by kernel kind and by GEMM shape, beside the performance
+model's parts of the same step (issue 31):
+
+    python benchmarks/train_kernels.py [--calibration F] "OVERRIDES" ["OVERRIDES" ...]
+
+Each case (one quoted string of overrides on top of one GPU, parallel=dp, workload=train) runs through
+the CLI with the profiler on and record_shapes, then its rank-0 trace is read:
+  - kernels per profiled step by kind (GEMM, attention, optimizer, the rest), beside the model's
+    matmul, attention, optimizer and element-wise parts (predict.costs.Compute);
+  - each GEMM shape (aten::mm, addmm, bmm with the kernels they launched): calls per step, achieved
+    TFLOP/s, and the calibrated rate curve's at its FLOPs (Calibration.matmul_rate), so a shape the
+    FLOPs alone misjudge shows. On a CPU trace (no kernels) the op's own time stands in."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from parbench.paths import PROFILE_DIR
+from parbench.metrics.trace_events import complete_events, load_trace
+from parbench.models.shapes import aligned
+from parbench.planner import compose_config
+from parbench.predict import predict
+from parbench.predict.calibration import Calibration
+from parbench.predict.profiles import calibration_for
+from parbench.prepare import validate
+
+BASE = ["hardware.gpus_per_node=1", "parallel=dp", "workload=train", "workload.steps=6", "workload.warmup_steps=2",
+        "profile.enabled=true", "profile.record_shapes=true", "profile.plots=false", "profile.active_steps=2"]
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+KINDS = (("optimizer", ("multi_tensor", "adam", "foreach")), ("attention", ("fmha", "flash", "attention", "sdpa", "cudnn")),
+         ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "splitk", "cublas")))
+
+
+def kernel_kind(name: str) -> str:
+    """optimizer, attention, gemm or other; Inductor's fused kernels are other whatever ops their names list."""
+    low = name.lower()
+    if low.startswith("triton_") and "adam" not in low:
+        return "other"
+    return next((kind for kind, marks in KINDS if any(m in low for m in marks)), "other")
+
+
+def gemm_shape(op_name: str, dims: list) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of a GEMM op from its recorded input dims; None where they do not read as one."""
+    mats = [d for d in dims if isinstance(d, list) and len(d) in (2, 3)]
+    if op_name in ("aten::addmm", "aten::baddbmm"):
+        mats = mats[-2:]
+    if len(mats) != 2 or len(mats[0]) != len(mats[1]):
+        return None
+    (*b, m, k), (*_, k2, n) = mats
+    return (b[0] if b else 1, m, k, n) if k == k2 else None
+
+
+GAP_BINS = ((0, 5), (5, 50), (50, 1e12))  # µs: launch gaps, short host stalls, waits
+
+
+def device_gaps(kernels: list, steps: int) -> dict:
+    """The device's idle time between consecutive kernels per step, by gap length, and the longest gaps
+    with the kernels on either side (within the profiled steps; the gaps between steps are left out,
+    as the steps are the kernels' span)."""
+    kernels = sorted(kernels, key=lambda k: k.start)
+    gaps, end = [], kernels[0].end
+    for before, k in zip(kernels, kernels[1:]):
+        if k.start > end:
+            gaps.append((k.start - end, before.name, k.name))
+        end = max(end, k.end)
+    binned = {f"{lo:g}-{hi:g} µs" if hi < 1e12 else f">{lo:g} µs": sum(g for g, *_ in gaps if lo <= g < hi) / steps
+              for lo, hi in GAP_BINS}
+    return {"idle_us": sum(g for g, *_ in gaps) / steps, "by_length": binned, "count": len(gaps) / steps,
+            "kernels": len(kernels) / steps, "longest": sorted(gaps, reverse=True)[:6]}
+
+
+def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[tuple, list[float]], dict]:
+    """Device µs per step by kernel kind, per GEMM shape the µs of each call (its kernels summed),
+    and the device's idle gaps (device_gaps; empty on a CPU trace)."""
+    events = complete_events(trace)
+    ops = {e.args.get("External id"): e for e in events if e.cat == "cpu_op" and e.name in GEMM_OPS}
+    kernels = [e for e in events if e.cat == "kernel"]
+    kinds: dict[str, float] = defaultdict(float)
+    per_op: dict[int, float] = defaultdict(float)
+    for k in kernels:
+        kinds[kernel_kind(k.name)] += k.dur / steps
+        if k.args.get("External id") in ops:
+            per_op[k.args["External id"]] += k.dur
+    gaps = device_gaps(kernels, steps) if kernels else {}
+    if not kernels:  # a CPU trace: each GEMM op's own time
+        per_op = {ext: op.dur for ext, op in ops.items()}
+    shapes: dict[tuple, list[float]] = defaultdict(list)
+    for ext, us in per_op.items():
+        shape = gemm_shape(ops[ext].name, ops[ext].args.get("Input Dims", []))
+        if shape:
+            shapes[shape].append(us)
+    return dict(kinds), dict(shapes), gaps
+
+
+def model_call_us(cal: Calibration, shape: tuple[int, int, int, int]) -> float:
+    """The model's time of one GEMM of this shape: its FLOPs at the rate curve's, unaligned at its factor."""
+    flops = 2 * math.prod(shape)
+    seconds = flops / cal.matmul_rate(flops)
+    return 1e6 * (seconds if aligned(shape[1:]) else seconds / cal.unaligned_matmul_factor)
+
+
+def run_case(overrides: list[str], work: Path) -> tuple[dict, dict, str]:
+    """(results.json's metrics, the rank-0 trace, the hardware it resolved) of one profiled CLI run."""
+    cmd = [sys.executable, "-m", "parbench", *BASE, *overrides, f"hydra.run.dir={work}",
+           f"tracking.uri=sqlite:///{work}/mlflow.db"]
+    print("$ python -m parbench " + " ".join([*BASE, *overrides]), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    metrics = json.loads((work / "results.json").read_text())["metrics"]
+    trace = next(iter(sorted((work / PROFILE_DIR).glob("trace_rank0.json*"))))
+    return metrics, load_trace(trace), OmegaConf.load(work / "resolved.yaml").hardware.name
+
+
+def print_case(overrides: list[str], metrics: dict, kinds: dict, shapes: dict, gaps: dict, cal_ref: str | None) -> None:
+    """The case's kernels by kind and GEMM shape, its idle gaps, beside the model (overrides name the hardware)."""
+    cfg = compose_config([*BASE, *overrides])
+    dims = validate(cfg, None)
+    cal = calibration_for(cfg.hardware, cfg.workload.dtype, cal_ref)
+    p = predict(cfg, dims, cal)
+    c = p.compute
+    model = {"gemm": c.matmul_s, "attention": c.attention_s, "optimizer": c.optimizer_s, "other": c.elementwise_s}
+    print(f"\n== {' '.join(overrides)}: step {metrics['step_time_s'] * 1e3:.1f} ms measured, "
+          f"{p.step_time_s * 1e3:.1f} ms predicted (recompute {c.recompute_s * 1e3:.1f} ms, host {p.host_s * 1e3:.1f} ms)")
+    print("  kernels / model, ms a step: " + "  ".join(
+        f"{k} {kinds.get(k, 0) / 1e3:.2f}/{model[k] * 1e3:.2f}" for k in model)
+        + f"  (kernels {sum(kinds.values()) / 1e3:.2f}, model compute {c.total_s * 1e3:.2f})")
+    if gaps:
+        print(f"  device idle between kernels: {gaps['idle_us'] / 1e3:.2f} ms a step in {gaps['count']:.0f} gaps "
+              f"({gaps['kernels']:.0f} kernels); by gap length: "
+              + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in gaps["by_length"].items()))
+        for us, before, after in gaps["longest"]:
+            print(f"      {us:8.1f} µs after {before[:60]} before {after[:60]}")
+    steps = cfg.profile.active_steps
+    print(f"  {'batch x M x K x N':>26} {'calls':>5} {'µs a call':>9} {'TFLOP/s':>8} {'model µs':>8} {'model/meas':>10}")
+    total_meas = total_model = 0.0
+    for shape, calls in sorted(shapes.items(), key=lambda kv: -sum(kv[1])):
+        us = sum(calls) / len(calls)
+        model_us = model_call_us(cal, shape)
+        total_meas, total_model = total_meas + sum(calls) / steps, total_model + model_us * len(calls) / steps
+        print(f"  {'x'.join(map(str, shape)):>26} {len(calls) / steps:5.0f} {us:9.1f} "
+              f"{2 * math.prod(shape) / us / 1e6:8.1f} {model_us:8.1f} {model_us / us:10.3f}")
+    print(f"  GEMM ops a step: {total_meas / 1e3:.2f} ms measured, {total_model / 1e3:.2f} ms at the model's rate "
+          f"per shape ({total_model / total_meas - 1:+.1%}); the model's matmul part {c.matmul_s * 1e3:.2f} ms")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cases", nargs="+", help="one quoted string of overrides per case")
+    p.add_argument("--calibration", help="a profile's name or file (default: the hardware's, as a run finds it)")
+    args = p.parse_args()
+    for case in args.cases:
+        overrides = shlex.split(case)
+        with tempfile.TemporaryDirectory() as tmp:
+            metrics, trace, hardware = run_case(overrides, Path(tmp))
+        kinds, shapes, gaps = step_kernels(trace, compose_config([*BASE, *overrides]).profile.active_steps)
+        print_case([f"hardware={hardware}", *overrides], metrics, kinds, shapes, gaps, args.calibration)
+
+
+if __name__ == "__main__":
+    main()
