@@ -24,6 +24,7 @@ from parbench.config import ConfigError
 from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
 from parbench.fmt import format_metric
+from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
 from parbench.predict.calibration import (ATTENTION_FIELDS, CALIBRATION_DIR, Calibration, save_calibration,
@@ -133,7 +134,8 @@ def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:
 
 def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
     """The training runs the model's terms are fitted to (predict/learn.py)."""
-    return {name: Run(benchmark_layout(overrides, name), m["step_time_s"], m["mem_peak_allocated_gb"])
+    return {name: Run(benchmark_layout(overrides, name), m["step_time_s"], m["mem_peak_allocated_gb"],
+                      {k: v for k, v in m.items() if k.startswith(KERNEL_TIME)})
             for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 

@@ -49,6 +49,9 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
              "long_context": ["workload.batch_size=1", "workload.input_len=4096", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16),
+             # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
+             # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
+             "kernels": ["profile.enabled=true", "profile.plots=false"], "deep": ["model.layers=16"],
              # A fully checkpointed layer's replay costs the host more at a real width than at the tiny
              # model's (H100, 2026-11-26: 67 µs a forward call of the 1B Llama's, 42 µs of the tiny one's)
              "host_full_model": ["model=llama3_2_1b"]}
@@ -56,7 +59,8 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
 
 def train_runs(s: dict) -> dict[str, list[str]]:
     """The model's step eager and compiled under each checkpointing mode, with Qwen3's q and k norms, and
-    fully checkpointed at half the batch (the peak's part per logit apart from its fixed part)."""
+    fully checkpointed at half the batch (the peak's part per logit apart from its fixed part); on a GPU
+    the none runs profiled, and again at twice the depth (`<mode>_deep`)."""
     base = ["workload=train", *s["model"], *s["depth"], "workload.steps=6", "workload.warmup_steps=2", "profile.enabled=false",
             "parallel=dp"]
     short = [f"workload.seq_len={s['seq']}", f"workload.batch_size={s['batch']}"]
@@ -67,6 +71,9 @@ def train_runs(s: dict) -> dict[str, list[str]]:
                                     f"workload.activation_checkpointing={ac}"]
         runs[f"{mode}_qk_norm"] = [*runs[f"{mode}_none"], "model.qk_norm=true"]
         runs[f"{mode}_full_half"] = [*runs[f"{mode}_full"], f"workload.batch_size={s['batch'] // 2}"]
+        if "kernels" in s:
+            runs[f"{mode}_none"] += s["kernels"]
+            runs[f"{mode}_deep"] = [*runs[f"{mode}_none"], *s["deep"]]
     return runs
 
 

@@ -110,6 +110,20 @@ def test_gpu_trace_analysis():
     assert rows[("backward", "layers.0", "all_reduce")]["kind"] == "comm"
     assert rows[("optimizer", "-", "aten::_foreach_add_")]["total_s"] == pytest.approx(50e-6)
     assert sum(r["share_pct"] for r in result.ops) == pytest.approx(100)
+    # the compute by kind: the two GEMMs' kernels, the optimizer's; in all, the step's compute
+    assert m["kernel_time_s/gemm"] == pytest.approx(400e-6) and m["kernel_time_s/optimizer"] == pytest.approx(50e-6)
+    assert m["kernel_time_s/attention"] == m["kernel_time_s/other"] == 0
+    assert m["kernel_time_s"] == pytest.approx(450e-6)
+
+
+@pytest.mark.parametrize("phase, op, kind", [
+    ("forward", "aten::_scaled_dot_product_cudnn_attention", "attention"),
+    ("backward", "aten::_flash_attention_backward", "attention"),
+    ("backward", "aten::_efficient_attention_backward", "attention"), ("forward", "aten::addmm", "gemm"),
+    ("forward", "triton_poi_fused__to_copy_add_mul_0", "other"), ("optimizer", "aten::_foreach_mul_", "optimizer"),
+    ("optimizer", "aten::mm", "optimizer")])
+def test_compute_kinds_follow_the_launching_op_and_the_optimizer_phase(phase, op, kind):
+    assert trace.compute_kind({"phase": phase, "op": op}) == kind
 
 
 def cpu_trace() -> dict:

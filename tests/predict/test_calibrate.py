@@ -17,6 +17,7 @@ from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
 from parbench.config import ConfigError
+from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, load_calibration, save_calibration, user_calibration_dir
 from parbench.predict.microbench_fits import at_engine_level
@@ -53,7 +54,9 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         p = predict_inference(layout.cfg, layout.dims, truth)
         return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
     p = predict_step(layout, truth)
-    return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb}
+    profiled = "profile.enabled=true" in calibrate.benchmarks(compose(*overrides))[name]
+    kernels = {KERNEL_TIME: p.compute.total_s, f"{KERNEL_TIME}/optimizer": p.compute.optimizer_s} if profiled else {}
+    return {"step_time_s": p.step_time_s, "mem_peak_allocated_gb": p.memory.total_gb, **kernels}
 
 
 def attention_tflops(shape: list[int], forward: bool, truth: Calibration) -> float:
@@ -146,11 +149,15 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     SM busy: the read factor; a call's fixed cost drops out of both slopes) carry them to the other widths.
     The tiny model's two depths fix a decode step's latencies, so that the deeper 1B run fixes the
     weights' read factor. The fully checkpointed runs at two batches tell the loss's bytes per logit from
-    what the head's gradient adds per element."""
+    what the head's gradient adds per element. The profiled none runs at two depths give the optimizer's
+    factor (its kernels) and the device's idle gaps (the step beyond its kernels) per step and per dispatch
+    or layer."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION, attention_widths=ATTENTION_WIDTHS,
                     weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
-                    logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0})
+                    logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
+                    optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
+                                                          "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
@@ -167,6 +174,9 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
                                                        pytest.approx(truth.head_grad_bytes, rel=1e-2))
+    assert cal.optimizer_factor == pytest.approx(truth.optimizer_factor, rel=1e-3)
+    for mode, figures in truth.device_idle_s.items():
+        assert cal.device_idle_s[mode] == pytest.approx(figures, rel=1e-3), mode
 
 
 def test_decode_attention_without_the_calibration_models_width_falls_back_and_says_so():

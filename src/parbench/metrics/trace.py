@@ -14,6 +14,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from parbench.metrics import KERNEL_TIME
 from parbench.metrics import intervals as iv
 from parbench.metrics.timing import STEP_RANGE
 from parbench.metrics.trace_events import (BUSBW_FACTOR, Collective, Event, complete_events, describe_collective,
@@ -100,6 +101,32 @@ def collective_rows(collectives: list[Collective]) -> list[dict]:
     return rows
 
 
+# The ops whose kernels are GEMMs, and the marks of attention's ops (SDPA and the kernels it picks)
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear", "aten::_scaled_mm")
+ATTENTION_MARKS = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention")
+KERNEL_KINDS = ("gemm", "attention", "optimizer", "other")
+
+
+def compute_kind(row: dict) -> str:
+    """gemm, attention, optimizer (everything the optimizer's step launches) or other, by the op that
+    launched the kernel (on a CPU: the op itself)."""
+    if row["phase"] == "optimizer":
+        return "optimizer"
+    if row["op"] in GEMM_OPS:
+        return "gemm"
+    return "attention" if any(mark in row["op"] for mark in ATTENTION_MARKS) else "other"
+
+
+def kernel_time_metrics(ops: list[dict], steps: int) -> dict[str, float]:
+    """Compute time a step by kind (`kernel_time_s/<kind>`: kernels on a GPU, op self time on a CPU)
+    and in all (`kernel_time_s`): the performance model's parts, measured (parbench calibrate)."""
+    totals = dict.fromkeys(KERNEL_KINDS, 0.0)
+    for row in ops:
+        if row["kind"] == "compute":
+            totals[compute_kind(row)] += row["total_s"] / steps
+    return {KERNEL_TIME: sum(totals.values()), **{f"{KERNEL_TIME}/{k}": v for k, v in totals.items()}}
+
+
 @dataclass
 class TraceAnalysis:
     device: str  # gpu | cpu
@@ -108,7 +135,7 @@ class TraceAnalysis:
     ops: list[dict]  # phase, layer, op, kind, calls, total_s, mean_s, share_pct
 
     def metrics(self) -> dict[str, float]:
-        return breakdown_metrics(self.steps)
+        return {**breakdown_metrics(self.steps), **(kernel_time_metrics(self.ops, len(self.steps)) if self.steps else {})}
 
 
 def analyze(trace: dict) -> TraceAnalysis:

@@ -114,6 +114,13 @@ class Calibration:
     # What the peak holds per element of the output head's weight beyond the bytes per logit (fitted
     # with them from two batches: the peak's part that does not grow with the tokens), by eager/compiled.
     head_grad_bytes: Dict[str, float] = field(default_factory=dict)
+    # The optimizer's kernels' time over its bytes at membw_gbps (several tensors streamed at once fall
+    # short of a copy's bandwidth); 1 where not measured.
+    optimizer_factor: float = 1.0
+    # A GPU's idle time between a step's kernels (each launch's gap; the step's start after the last
+    # one's sync), by eager/compiled: {"per_step", "per_dispatch"} (an eager step's calls and ops) or
+    # {"per_step", "per_layer"} (a compiled step's layer passes); empty where not measured.
+    device_idle_s: Dict[str, Dict[str, float]] = field(default_factory=dict)
     # Inference host time: an eager prefill's dispatch (hidden behind the device's work on a GPU)
     # and what each decode step adds (launch, sampling, the token to the host), per step and per layer.
     prefill_host_s: Dict[str, float] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
-from parbench.predict.calibration import Calibration
+from parbench.predict.calibration import Calibration, step_mode
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
 from parbench.models.shapes import FP32, aligned, numel, size
@@ -155,7 +155,8 @@ def elementwise_bytes(layout: Layout, qk_norm_factor: float = 1.0) -> float:
 
 def optimizer_seconds(layout: Layout, cal: Calibration) -> float:
     params, _, _ = model_state_bytes(layout, layout.stage)
-    return OPTIMIZER_TRAFFIC.get(layout.cfg.workload.optimizer, 28) * params / FP32 / (cal.membw_gbps * 1e9)
+    traffic = OPTIMIZER_TRAFFIC.get(layout.cfg.workload.optimizer, 28) * params / FP32
+    return traffic / (cal.membw_gbps * 1e9) * cal.optimizer_factor
 
 
 def step_compute(layout: Layout, cal: Calibration) -> Compute:
@@ -183,21 +184,60 @@ class Host:
         return self.forward_s + self.backward_s + self.step_s
 
 
+@dataclass(frozen=True)
+class Dispatches:
+    """What the host dispatches in one eager step: the Python forward's torch calls, the backward's
+    aten ops, and the forward calls a fully checkpointed backward replays."""
+
+    calls: float
+    ops: float
+    replayed_calls: float
+
+    @property
+    def total(self) -> float:
+        return self.calls + self.ops + self.replayed_calls
+
+
+def layer_passes(layout: Layout) -> float:
+    """Layers of the stage times micro-batches: how many times a step runs a block."""
+    return layout.cfg.model.layers / layout.dims.pp * layout.microbatches
+
+
+def eager_dispatches(layout: Layout) -> Dispatches | None:
+    """The family's counts per layer and per step (layout.dispatch) over the step; None: not counted."""
+    counts = layout.dispatch
+    if counts is None:
+        return None
+    passes, layer, step = layer_passes(layout), counts.per_layer, counts.per_step
+    replayed = layer.forward_calls * passes if layout.activation_checkpointing == "full" else 0.0
+    return Dispatches(layer.forward_calls * passes + step.forward_calls * layout.microbatches,
+                      layer.backward_ops * passes + step.backward_ops * layout.microbatches, replayed)
+
+
+def device_idle_seconds(layout: Layout, cal: Calibration) -> float:
+    """A GPU's idle gaps between the step's kernels (Calibration.device_idle_s): per step, plus per
+    dispatch of an eager step (each call, op and replayed call launches its kernels) or per layer
+    pass of a compiled one; 0 where not measured."""
+    fit = cal.device_idle_s.get(step_mode(layout.compiled), {})
+    if layout.compiled:
+        return fit.get("per_step", 0.0) + fit.get("per_layer", 0.0) * layer_passes(layout)
+    dispatches = eager_dispatches(layout)
+    return fit.get("per_step", 0.0) + fit.get("per_dispatch", 0.0) * (dispatches.total if dispatches else 0.0)
+
+
 def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
     each, per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
     adds to the backward per call of its forward (the replay, the checkpoint's bookkeeping); a compiled step,
     a profile without those costs or a family without counts: per step plus per layer, unsplit."""
-    passes = layout.cfg.model.layers / layout.dims.pp * layout.microbatches
-    counts = layout.dispatch
-    if layout.compiled or not cal.host_s_per_dispatch or counts is None:
+    passes, dispatches = layer_passes(layout), eager_dispatches(layout)
+    if layout.compiled or not cal.host_s_per_dispatch or dispatches is None:
         per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
         return Host(0.0, 0.0, cal.host_s_per_step + per_layer * passes)
-    layer, step = counts.per_layer, counts.per_step
-    calls = layer.forward_calls * passes + step.forward_calls * layout.microbatches
-    ops = layer.backward_ops * passes + step.backward_ops * layout.microbatches
-    checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * layer.forward_calls * passes
-    return Host(cal.host_s_per_dispatch * calls, cal.host_s_per_dispatch * ops + checkpointed, cal.host_s_per_step)
+    replay_calls = layout.dispatch.per_layer.forward_calls * passes
+    checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * replay_calls
+    return Host(cal.host_s_per_dispatch * dispatches.calls, cal.host_s_per_dispatch * dispatches.ops + checkpointed,
+                cal.host_s_per_step)
 
 
 def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool) -> float:

@@ -2,6 +2,9 @@
 an order where each run adds one unknown to what the earlier ones fixed:
 
     (attention's rate across sequence lengths comes from its microbenchmark: microbench_fits.py)
+    <mode>_none, <mode>_deep  (a GPU's, profiled: their kernels by kind) the optimizer's kernels over its
+                     modelled time -> the optimizer factor; the step beyond its kernels at two depths ->
+                     the device's idle gaps per step and per dispatch (eager) or per layer (compiled)
     eager_none       the rest of an eager step beyond GEMMs, attention, optimizer -> eager element-wise factor
     compiled_none    the same for a compiled step -> compiled element-wise factor
     <mode>_qk_norm   the mode's none run with Qwen3's q and k norms, beyond it -> their factor per byte
@@ -29,7 +32,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from parbench.metrics.fits import fit_line
-from parbench.predict.calibration import Calibration, mode_key
+from parbench.metrics import KERNEL_TIME
+from parbench.predict.calibration import Calibration, mode_key, step_mode
+from parbench.predict.costs import eager_dispatches, layer_passes, optimizer_seconds
 from parbench.predict.inference import predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.memory import weight_matrices
@@ -43,6 +48,7 @@ class Run:
     layout: Layout
     step_time_s: float
     peak_gb: float
+    kernels: dict[str, float] = field(default_factory=dict)  # a profiled run's kernel_time_s metrics
 
 
 @dataclass(frozen=True)
@@ -152,9 +158,40 @@ def head_apart(runs: dict[str, Run], run: str) -> bool:
     return heads[1] < HEAD_APART * heads[0]
 
 
+def idle_units(layout: Layout) -> float:
+    """What a step's idle gaps grow with beyond the step: an eager step's dispatches, a compiled one's layer passes."""
+    if layout.compiled:
+        return layer_passes(layout)
+    dispatches = eager_dispatches(layout)
+    return dispatches.total if dispatches else 0.0
+
+
+def device_terms(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
+    """From the profiled runs (their kernels by kind): the optimizer factor, the optimizer's kernels over
+    the model's time of them; and by mode, the step beyond its kernels (the device idle) per step and per
+    idle unit (idle_units), least squares over the mode's profiled depths with neither negative."""
+    profiled = {name: r for name, r in runs.items() if r.kernels.get(f"{KERNEL_TIME}/optimizer")}
+    if not profiled:
+        return cal, []
+    modelled = sum(optimizer_seconds(r.layout, replace(cal, optimizer_factor=1.0)) for r in profiled.values())
+    cal = replace(cal, optimizer_factor=sum(r.kernels[f"{KERNEL_TIME}/optimizer"] for r in profiled.values()) / modelled)
+    idle, notes = dict(cal.device_idle_s), []
+    for mode in ("eager", "compiled"):
+        points = [(idle_units(r.layout), r.step_time_s - r.kernels[KERNEL_TIME]) for r in profiled.values()
+                  if step_mode(r.layout.compiled) == mode]
+        fitted = per_step_and_layer(points) if len({x for x, _ in points}) > 1 else {}
+        if fitted:
+            idle[mode] = {"per_step": fitted["per_step"], "per_layer" if mode == "compiled" else "per_dispatch": fitted["per_layer"]}
+        elif points:
+            notes.append(f"{mode} device idle: one profiled depth; kept the figures there were")
+    return replace(cal, device_idle_s=idle), notes
+
+
 def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
     """The calibration with every term the runs measure fitted; notes on the terms kept."""
+    cal, device_notes = device_terms(cal, runs)
     lr = Learner(cal, runs)
+    lr.notes += device_notes
     for mode in ("eager", "compiled"):
         lr.time_term(f"{mode}_none", f"{mode} element-wise factor", keyed("elementwise_factor", mode))
         lr.time_term(f"{mode}_qk_norm", f"{mode} q/k norm factor", keyed("qk_norm_factor", mode))

@@ -3,11 +3,11 @@
     layout (shapes, counts, stage)  ->  per-op compute (costs.py)  ->  communication per strategy
     (comm.py)  ->  overlap  ->  step time, and memory (memory.py)
 
-    step = compute / (1 - pipeline bubble) + exposed communication + exposed host dispatch
+    step = compute / (1 - pipeline bubble) + exposed communication + device idle + exposed host dispatch
 
 compute is the dense GEMMs, attention, element-wise work, the optimizer and the recomputed forward
 (costs.py); communication per strategy minus what that strategy hides behind compute (never more
-than the compute there is); host dispatch (the family's calls and ops at their calibrated costs)
+than the compute there is); a GPU's idle gaps between kernels, as calibrated; host dispatch (the family's calls and ops at their calibrated costs)
 counts in full on a CPU, and on a GPU where it exceeds the device's work of its phase (forward,
 backward) or of the whole step."""
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import exposed_seconds, step_comms
-from parbench.predict.costs import Compute, exposed_host_seconds, host_seconds, step_compute
+from parbench.predict.costs import Compute, device_idle_seconds, exposed_host_seconds, host_seconds, step_compute
 from parbench.predict.layout import Layout
 from parbench.predict.memory import MemoryEstimate, estimate_memory
 
@@ -33,6 +33,7 @@ class Prediction:
     memory: MemoryEstimate
     calibration: str  # spec | measured ...
     host_bound: bool = False  # a GPU that waits for the host to dispatch its kernels
+    idle_s: float = 0.0  # a GPU's gaps between kernels (launches, the step's start)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -54,7 +55,7 @@ class Prediction:
         c = self.compute
         parts = {"matmul compute": c.matmul_s, "attention": c.attention_s, "memory-bound ops": c.memory_bound_s,
                  "recomputation": c.recompute_s,
-                 "pipeline bubble": self.bubble_s, "host dispatch": self.host_s,
+                 "pipeline bubble": self.bubble_s, "host dispatch": self.host_s, "device idle": self.idle_s,
                  **{f"{name} communication": exposed for name, (_, exposed) in self.comm.items()}}
         return max(parts, key=parts.get)
 
@@ -63,7 +64,7 @@ class Prediction:
                 "predicted_mem_peak_gb": self.memory.total_gb, "bottleneck": self.bottleneck,
                 "matmul_s": self.matmul_s, "attention_s": self.compute.attention_s,
                 "memory_bound_s": self.memory_bound_s, "recompute_s": self.compute.recompute_s,
-                "bubble_s": self.bubble_s,
+                "bubble_s": self.bubble_s, "idle_s": self.idle_s,
                 "host_s": self.host_s,
                 "comm_s": {k: v[0] for k, v in self.comm.items()},
                 "exposed_comm_s": {k: v[1] for k, v in self.comm.items()},
@@ -79,10 +80,11 @@ def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     compute = step_compute(layout, cal)
     bubble = compute.total_s * layout.bubble / (1 - layout.bubble)
     comm = hidden_within(exposed_seconds(step_comms(layout), cal), compute.total_s)
-    device = compute.total_s + bubble + sum(exposed for _, exposed in comm.values())
+    idle = device_idle_seconds(layout, cal)
+    device = compute.total_s + bubble + sum(exposed for _, exposed in comm.values()) + idle
     on_cpu = layout.cfg.hardware.device_type == "cpu"
     host = exposed_host_seconds(compute, device - compute.total_s, host_seconds(layout, cal), on_cpu)
     step = device + host
     return Prediction(step, layout.tokens_per_step / step, compute, bubble, host, comm,
                       estimate_memory(layout, cal), cal.label(layout.cfg.hardware.name),
-                      host_bound=host > 0 and not on_cpu)
+                      host_bound=host > 0 and not on_cpu, idle_s=idle)
