@@ -57,6 +57,12 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "host_full_model": ["model=llama3_2_1b"]}
 
 
+def overridden(args: list[str], extra: list[str]) -> list[str]:
+    """args with extra's keys set to extra's values (each key once in the command a run prints)."""
+    keys = {o.split("=", 1)[0] for o in extra}
+    return [*(a for a in args if a.split("=", 1)[0] not in keys), *extra]
+
+
 def train_runs(s: dict) -> dict[str, list[str]]:
     """The model's step eager and compiled under each checkpointing mode, with Qwen3's q and k norms, and
     fully checkpointed at half the batch (the peak's part per logit apart from its fixed part); on a GPU
@@ -72,8 +78,8 @@ def train_runs(s: dict) -> dict[str, list[str]]:
         runs[f"{mode}_qk_norm"] = [*runs[f"{mode}_none"], "model.qk_norm=true"]
         runs[f"{mode}_full_half"] = [*runs[f"{mode}_full"], f"workload.batch_size={s['batch'] // 2}"]
         if "kernels" in s:
-            runs[f"{mode}_none"] += s["kernels"]
-            runs[f"{mode}_deep"] = [*runs[f"{mode}_none"], *s["deep"]]
+            runs[f"{mode}_none"] = overridden(runs[f"{mode}_none"], s["kernels"])
+            runs[f"{mode}_deep"] = overridden(runs[f"{mode}_none"], s["deep"])
     return runs
 
 
