@@ -134,3 +134,40 @@ def test_a_measured_json_from_before_the_new_host_runs_fits_and_resumes_with_onl
     name = Path(next(a for a in ran[0] if a.startswith("hydra.run.dir="))).name
     before = json.loads(RECORDED.read_text()).get(name, {}).get("args")
     assert not calibrate.same_run(before, ran[0][ran[0].index("parbench") + 1:])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_gpus_idle_gaps_add_per_step_and_per_dispatch_or_layer_pass(compiled):
+    """An eager step idles per dispatch (its calls, ops and a full checkpoint's replayed calls), a
+    compiled one per layer pass; a profile without the figures (every CPU's) adds nothing."""
+    case = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp", "model=llama3_2_1b",
+                  "workload.seq_len=2048", "workload.batch_size=2", f"workload.compile={str(compiled).lower()}",
+                  "workload.activation_checkpointing=full")
+    idle = {"eager": {"per_step": 2e-3, "per_dispatch": 1e-6}, "compiled": {"per_step": 1e-3, "per_layer": 2e-4}}
+    bare = replace(load_calibration(H100), device_idle_s={})
+    with_idle = predict_step(case, replace(bare, device_idle_s=idle))
+    counts = case.dispatch
+    layers = case.cfg.model.layers
+    dispatches = (2 * counts.per_layer.forward_calls + counts.per_layer.backward_ops) * layers + \
+        counts.per_step.forward_calls + counts.per_step.backward_ops
+    expected = 1e-3 + 2e-4 * layers if compiled else 2e-3 + 1e-6 * dispatches
+    assert with_idle.idle_s == pytest.approx(expected)
+    assert with_idle.step_time_s - predict_step(case, bare).step_time_s == pytest.approx(expected)  # device-bound
+
+
+def test_the_optimizer_factor_scales_the_optimizers_time():
+    case = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp", "model=llama3_2_1b")
+    bare = load_calibration(H100)
+    slow = predict_step(case, replace(bare, optimizer_factor=2 * bare.optimizer_factor)).compute.optimizer_s
+    assert slow == pytest.approx(2 * predict_step(case, bare).compute.optimizer_s)
+
+
+def test_a_gpu_calibration_profiles_its_none_runs_and_runs_them_at_twice_the_depth():
+    gpu = calibrate.benchmarks(compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload=train"))
+    for mode in ("eager", "compiled"):
+        deep = gpu[f"{mode}_deep"]
+        keys = [o.split("=", 1)[0] for o in deep]
+        assert len(keys) == len(set(keys)) and "model.layers=16" in deep and "profile.enabled=true" in deep
+        assert "profile.enabled=true" in gpu[f"{mode}_none"] and "profile.enabled=false" in gpu[f"{mode}_qk_norm"]
+    cpu = calibrate.benchmarks(compose("hardware=cpu", "workload=train"))
+    assert "eager_deep" not in cpu and "profile.enabled=false" in cpu["eager_none"]
