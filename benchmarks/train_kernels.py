@@ -5,8 +5,9 @@ model's parts of the same step (issue 31):
 
 Each case (one quoted string of overrides on top of one GPU, parallel=dp, workload=train) runs through
 the CLI with the profiler on and record_shapes, then its rank-0 trace is read:
-  - kernels per profiled step by kind (GEMM, attention, optimizer, the rest), beside the model's
-    matmul, attention, optimizer and element-wise parts (predict.costs.Compute);
+  - compute per profiled step by kind (the run's kernel_time_s/<kind> metrics, as the calibration reads
+    them), beside the model's matmul, attention, optimizer and element-wise parts (predict.costs.Compute;
+    under checkpointing the measured kinds hold the recompute, which the model keeps apart);
   - each GEMM shape (aten::mm, addmm, bmm with the kernels they launched): calls per step, achieved
     TFLOP/s, and the calibrated rate curve's at its FLOPs (Calibration.matmul_rate), so a shape the
     FLOPs alone misjudge shows. On a CPU trace (no kernels) the op's own time stands in."""
@@ -26,6 +27,8 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from parbench.paths import PROFILE_DIR
+from parbench.metrics import KERNEL_TIME
+from parbench.metrics.trace import GEMM_OPS, KERNEL_KINDS, analyze
 from parbench.metrics.trace_events import complete_events, load_trace
 from parbench.models.shapes import aligned
 from parbench.planner import compose_config
@@ -36,19 +39,6 @@ from parbench.prepare import validate
 
 BASE = ["hardware.gpus_per_node=1", "parallel=dp", "workload=train", "workload.steps=6", "workload.warmup_steps=2",
         "profile.enabled=true", "profile.record_shapes=true", "profile.plots=false", "profile.active_steps=2"]
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
-KINDS = (("optimizer", ("multi_tensor", "adam", "foreach")), ("attention", ("fmha", "flash", "attention", "sdpa", "cudnn")),
-         ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "splitk", "cublas")))
-
-
-def kernel_kind(name: str) -> str:
-    """optimizer, attention, gemm or other; Inductor's fused kernels are other whatever ops their names list."""
-    low = name.lower()
-    if low.startswith("triton_") and "adam" not in low:
-        return "other"
-    return next((kind for kind, marks in KINDS if any(m in low for m in marks)), "other")
-
-
 def gemm_shape(op_name: str, dims: list) -> tuple[int, int, int, int] | None:
     """(batch, M, K, N) of a GEMM op from its recorded input dims; None where they do not read as one."""
     mats = [d for d in dims if isinstance(d, list) and len(d) in (2, 3)]
@@ -65,8 +55,8 @@ GAP_BINS = ((0, 5), (5, 50), (50, 1e12))  # µs: launch gaps, short host stalls,
 
 def device_gaps(kernels: list, steps: int) -> dict:
     """The device's idle time between consecutive kernels per step, by gap length, and the longest gaps
-    with the kernels on either side (within the profiled steps; the gaps between steps are left out,
-    as the steps are the kernels' span)."""
+    with the kernels on either side: over the profiled steps' kernels, so the gap between two profiled
+    steps (the next step's start after the last one's sync) counts, the one before the first does not."""
     kernels = sorted(kernels, key=lambda k: k.start)
     gaps, end = [], kernels[0].end
     for before, k in zip(kernels, kernels[1:]):
@@ -80,15 +70,15 @@ def device_gaps(kernels: list, steps: int) -> dict:
 
 
 def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[tuple, list[float]], dict]:
-    """Device µs per step by kernel kind, per GEMM shape the µs of each call (its kernels summed),
-    and the device's idle gaps (device_gaps; empty on a CPU trace)."""
+    """Compute µs per step by kind (the trace analysis' kernel_time_s metrics), per GEMM shape the µs of
+    each call (its kernels summed), and the device's idle gaps (device_gaps; empty on a CPU trace)."""
     events = complete_events(trace)
+    metrics = analyze(trace).metrics()
+    kinds = {kind: 1e6 * metrics[f"{KERNEL_TIME}/{kind}"] for kind in KERNEL_KINDS}
     ops = {e.args.get("External id"): e for e in events if e.cat == "cpu_op" and e.name in GEMM_OPS}
     kernels = [e for e in events if e.cat == "kernel"]
-    kinds: dict[str, float] = defaultdict(float)
     per_op: dict[int, float] = defaultdict(float)
     for k in kernels:
-        kinds[kernel_kind(k.name)] += k.dur / steps
         if k.args.get("External id") in ops:
             per_op[k.args["External id"]] += k.dur
     gaps = device_gaps(kernels, steps) if kernels else {}
@@ -99,7 +89,7 @@ def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[tuple,
         shape = gemm_shape(ops[ext].name, ops[ext].args.get("Input Dims", []))
         if shape:
             shapes[shape].append(us)
-    return dict(kinds), dict(shapes), gaps
+    return kinds, dict(shapes), gaps
 
 
 def model_call_us(cal: Calibration, shape: tuple[int, int, int, int]) -> float:
@@ -148,8 +138,11 @@ def print_case(overrides: list[str], metrics: dict, kinds: dict, shapes: dict, g
         total_meas, total_model = total_meas + sum(calls) / steps, total_model + model_us * len(calls) / steps
         print(f"  {'x'.join(map(str, shape)):>26} {len(calls) / steps:5.0f} {us:9.1f} "
               f"{2 * math.prod(shape) / us / 1e6:8.1f} {model_us:8.1f} {model_us / us:10.3f}")
-    print(f"  GEMM ops a step: {total_meas / 1e3:.2f} ms measured, {total_model / 1e3:.2f} ms at the model's rate "
-          f"per shape ({total_model / total_meas - 1:+.1%}); the model's matmul part {c.matmul_s * 1e3:.2f} ms")
+    if total_meas:
+        print(f"  GEMM ops a step: {total_meas / 1e3:.2f} ms measured, {total_model / 1e3:.2f} ms at the model's rate "
+              f"per shape ({total_model / total_meas - 1:+.1%}); the model's matmul part {c.matmul_s * 1e3:.2f} ms")
+    else:
+        print("  no GEMM op with its shapes in the trace (a compiled step's GEMMs are Inductor's calls)")
 
 
 def main() -> None:
@@ -162,7 +155,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             metrics, trace, hardware = run_case(overrides, Path(tmp))
         kinds, shapes, gaps = step_kernels(trace, compose_config([*BASE, *overrides]).profile.active_steps)
-        print_case([f"hardware={hardware}", *overrides], metrics, kinds, shapes, gaps, args.calibration)
+        named = overrides if any(o.startswith("hardware=") for o in overrides) else [f"hardware={hardware}", *overrides]
+        print_case(named, metrics, kinds, shapes, gaps, args.calibration)
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:
 def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
     """The training runs the model's terms are fitted to (predict/learn.py)."""
     return {name: Run(benchmark_layout(overrides, name), m["step_time_s"], m["mem_peak_allocated_gb"],
-                      {k: v for k, v in m.items() if k.startswith(KERNEL_TIME)})
+                      {k: v for k, v in m.items() if k == KERNEL_TIME or k.startswith(f"{KERNEL_TIME}/")})
             for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 

@@ -51,7 +51,7 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "infer_tiny_layers": (4, 16),
              # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
              # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
-             "kernels": ["profile.enabled=true", "profile.plots=false"], "deep": ["model.layers=16"],
+             "kernels": ["profile.enabled=true"], "deep": ["model.layers=16"],
              # A fully checkpointed layer's replay costs the host more at a real width than at the tiny
              # model's (H100, 2026-11-26: 67 µs a forward call of the 1B Llama's, 42 µs of the tiny one's)
              "host_full_model": ["model=llama3_2_1b"]}

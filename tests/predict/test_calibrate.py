@@ -198,6 +198,14 @@ def test_a_profile_with_a_per_width_entry_that_cannot_be_read_is_refused(tmp_pat
                             tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"decode_attention\['wide'\].*'64' or '128/mha'"):
         load_calibration(str(path))
+
+
+@pytest.mark.parametrize("idle", [{"eager": {"per_step": 1e-3, "per_layer": 1e-4}}, {"graph": {"per_step": 1e-3}},
+                                  {"compiled": {"per_step": -1e-3, "per_layer": 1e-4}}])
+def test_a_profile_whose_device_idle_cannot_be_read_is_refused(tmp_path, idle):
+    path = save_calibration(replace(load_calibration("h100_sxm"), device_idle_s=idle), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"device_idle_s\[.*eager with per_step and per_dispatch"):
+        load_calibration(str(path))
     path = save_calibration(replace(load_calibration("h100_sxm"), attention_widths={"64": {"attention_tflops": 400.0}}),
                             tmp_path / "bad_widths.yaml")
     with pytest.raises(ConfigError, match=r"attention_widths\['64'\].*attention_call_s"):

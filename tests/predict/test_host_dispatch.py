@@ -19,7 +19,9 @@ from parbench.paths import CONF_DIR
 from parbench.prepare import validate
 from parbench.predict.calibration import load_calibration
 from parbench.predict.costs import host_seconds
+from parbench.metrics import KERNEL_TIME
 from parbench.predict.host_fit import HostRun, fit_host
+from parbench.predict.learn import Run, device_terms
 from parbench.predict.layout import Layout
 from parbench.predict.step import predict_step
 from conftest import compose
@@ -151,8 +153,47 @@ def test_a_gpus_idle_gaps_add_per_step_and_per_dispatch_or_layer_pass(compiled):
     dispatches = (2 * counts.per_layer.forward_calls + counts.per_layer.backward_ops) * layers + \
         counts.per_step.forward_calls + counts.per_step.backward_ops
     expected = 1e-3 + 2e-4 * layers if compiled else 2e-3 + 1e-6 * dispatches
-    assert with_idle.idle_s == pytest.approx(expected)
+    assert with_idle.idle_s == pytest.approx(expected) and predict_step(case, bare).idle_s == 0
     assert with_idle.step_time_s - predict_step(case, bare).step_time_s == pytest.approx(expected)  # device-bound
+
+
+def test_a_phase_that_waits_on_the_host_has_its_launch_gaps_inside_that_wait():
+    """128 tokens of the 1B Llama, eager: both phases wait on the host's dispatch, so of the idle
+    figures only the step's start adds."""
+    case = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp", "model=llama3_2_1b",
+                  "workload.seq_len=128", "workload.batch_size=1")
+    bare = replace(load_calibration(H100), device_idle_s={})
+    idle = replace(bare, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 1e-6}})
+    assert predict_step(case, idle).host_bound
+    assert predict_step(case, idle).step_time_s - predict_step(case, bare).step_time_s == pytest.approx(2e-3)
+
+
+def test_the_idle_fit_leaves_out_what_the_model_counts_as_communication():
+    """On two GPUs the profiled runs' step beyond their kernels holds the exposed all-reduce too: the fit
+    takes the model's exposed communication off before it sets the idle figures."""
+    truth = replace(load_calibration(H100), optimizer_factor=1.2,
+                    device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
+                                   "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
+    two = ["hardware=h100_sxm", "hardware.gpus_per_node=2"]
+    runs = {}
+    for name in ("eager_none", "eager_deep", "compiled_none", "compiled_deep"):
+        run_layout = calibrate.benchmark_layout(two, name)
+        p = predict_step(run_layout, truth)
+        assert p.exposed_comm_s > 0
+        runs[name] = Run(run_layout, p.step_time_s, p.memory.total_gb,
+                         {KERNEL_TIME: p.compute.total_s, f"{KERNEL_TIME}/optimizer": p.compute.optimizer_s})
+    fitted, notes = device_terms(replace(truth, optimizer_factor=1.0, device_idle_s={}), runs)
+    assert not notes and fitted.optimizer_factor == pytest.approx(1.2)
+    for mode, figures in truth.device_idle_s.items():
+        assert fitted.device_idle_s[mode] == pytest.approx(figures, rel=1e-6), mode
+
+
+def test_a_gpu_calibration_without_kernel_times_keeps_the_device_figures_and_says_so():
+    one = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
+    shipped = load_calibration(H100)
+    runs = {"eager_none": Run(calibrate.benchmark_layout(one, "eager_none"), 0.1, 30.0)}
+    cal, notes = device_terms(shipped, runs)
+    assert cal == shipped and "no run timed its kernels" in notes[0]
 
 
 def test_the_optimizer_factor_scales_the_optimizers_time():

@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, record_function, schedule
 from parbench.config.schema import Config
 from parbench.distenv import DistEnv
 from parbench.paths import PROFILE_DIR
-from parbench.metrics import trace, trace_events
+from parbench.metrics import KERNEL_TIME, trace, trace_events
 from parbench.metrics.profile_tables import bandwidth_metrics, write_tables
 
 GZIP_LEVEL = 3  # traces compress ~10x at any level; higher levels cost seconds on big traces
@@ -244,10 +244,12 @@ class StepProfiler:
         started = time.perf_counter()
         analysis = analyze_exported(trace_path(self.job_dir, self.env.rank), keep)
         cost = {"profile_export_s": self._export_s, "profile_analysis_s": time.perf_counter() - started}
+        metrics = analysis.metrics()
         if self.env.device.type == "cuda" and analysis.device != "gpu":
             self.tags["profile_warning"] = ("the trace holds no GPU kernels (is CUPTI available?): compute and "
                                             "communication figures come from CPU-side ops only")
-        mine = {"metrics": {**analysis.metrics(), **cost}, "steps": [s.row() for s in analysis.steps],
+            metrics = {k: v for k, v in metrics.items() if not k.startswith(KERNEL_TIME)}  # host time, not the kernels'
+        mine = {"metrics": {**metrics, **cost}, "steps": [s.row() for s in analysis.steps],
                 "ops": analysis.ops, "collectives": analysis.collectives, "keeps_trace": keep}
         gathered: list = [None] * self.env.world_size
         dist.all_gather_object(gathered, mine)

@@ -42,6 +42,10 @@ MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
 
 
+# What a GPU's idle time grows with beyond the step, by mode (device_idle_s's second key; predict/costs.py)
+IDLE_UNIT = {"eager": "per_dispatch", "compiled": "per_layer"}
+
+
 def step_mode(compiled: bool) -> str:
     """The key of the figures by kind of step: eager or compiled."""
     return "compiled" if compiled else "eager"
@@ -237,6 +241,11 @@ def load_calibration(ref: str) -> Calibration:
     check_widths(path, "decode_attention", cal.decode_attention, r"[1-9][0-9]*(/mha)?", "'64' or '128/mha'",
                  ("read_factor", "s_per_position"))
     check_widths(path, "attention_widths", cal.attention_widths, r"[1-9][0-9]*", "'64'", ATTENTION_FIELDS)
+    for mode, figures in cal.device_idle_s.items():
+        if mode not in IDLE_UNIT or set(figures) != {"per_step", IDLE_UNIT[mode]} or min(figures.values()) < 0:
+            raise ConfigError(f"calibration file {path}: device_idle_s[{mode!r}] = {dict(figures)}: give eager with "
+                              "per_step and per_dispatch, compiled with per_step and per_layer, none negative, or run "
+                              "`parbench calibrate` again")
     return cal
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
-from parbench.predict.calibration import Calibration, step_mode
+from parbench.predict.calibration import IDLE_UNIT, Calibration, step_mode
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
 from parbench.models.shapes import FP32, aligned, numel, size
@@ -187,7 +187,7 @@ class Host:
 @dataclass(frozen=True)
 class Dispatches:
     """What the host dispatches in one eager step: the Python forward's torch calls, the backward's
-    aten ops, and the forward calls a fully checkpointed backward replays."""
+    aten ops, and the forward calls a checkpointed backward replays."""
 
     calls: float
     ops: float
@@ -209,20 +209,40 @@ def eager_dispatches(layout: Layout) -> Dispatches | None:
     if counts is None:
         return None
     passes, layer, step = layer_passes(layout), counts.per_layer, counts.per_step
-    replayed = layer.forward_calls * passes if layout.activation_checkpointing == "full" else 0.0
+    replayed = layer.forward_calls * passes if layout.activation_checkpointing != "none" else 0.0
     return Dispatches(layer.forward_calls * passes + step.forward_calls * layout.microbatches,
                       layer.backward_ops * passes + step.backward_ops * layout.microbatches, replayed)
 
 
-def device_idle_seconds(layout: Layout, cal: Calibration) -> float:
-    """A GPU's idle gaps between the step's kernels (Calibration.device_idle_s): per step, plus per
-    dispatch of an eager step (each call, op and replayed call launches its kernels) or per layer
-    pass of a compiled one; 0 where not measured."""
-    fit = cal.device_idle_s.get(step_mode(layout.compiled), {})
+def idle_units(layout: Layout) -> tuple[float, float]:
+    """(forward, backward) units of a step's idle gaps: an eager step's dispatches (the forward's
+    calls; the backward's ops and replayed calls), a compiled step's layer passes (a third forward)."""
     if layout.compiled:
-        return fit.get("per_step", 0.0) + fit.get("per_layer", 0.0) * layer_passes(layout)
+        return layer_passes(layout) / 3, layer_passes(layout) * 2 / 3
     dispatches = eager_dispatches(layout)
-    return fit.get("per_step", 0.0) + fit.get("per_dispatch", 0.0) * (dispatches.total if dispatches else 0.0)
+    return (dispatches.calls, dispatches.ops + dispatches.replayed_calls) if dispatches else (0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class DeviceIdle:
+    """A GPU's idle gaps between a step's kernels (Calibration.device_idle_s): at the step's start,
+    and among the forward's and the backward's kernels; 0 where not measured."""
+
+    step_s: float = 0.0
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.step_s + self.forward_s + self.backward_s
+
+
+def device_idle(layout: Layout, cal: Calibration) -> DeviceIdle:
+    mode = step_mode(layout.compiled)
+    fit = cal.device_idle_s.get(mode, {})
+    per_unit = fit.get(IDLE_UNIT[mode], 0.0)
+    forward, backward = idle_units(layout)
+    return DeviceIdle(fit.get("per_step", 0.0), per_unit * forward, per_unit * backward)
 
 
 def host_seconds(layout: Layout, cal: Calibration) -> Host:
@@ -230,25 +250,27 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
     each, per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
     adds to the backward per call of its forward (the replay, the checkpoint's bookkeeping); a compiled step,
     a profile without those costs or a family without counts: per step plus per layer, unsplit."""
-    passes, dispatches = layer_passes(layout), eager_dispatches(layout)
+    dispatches = eager_dispatches(layout)
     if layout.compiled or not cal.host_s_per_dispatch or dispatches is None:
         per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
-        return Host(0.0, 0.0, cal.host_s_per_step + per_layer * passes)
-    replay_calls = layout.dispatch.per_layer.forward_calls * passes
-    checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * replay_calls
+        return Host(0.0, 0.0, cal.host_s_per_step + per_layer * layer_passes(layout))
+    checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * dispatches.replayed_calls
     return Host(cal.host_s_per_dispatch * dispatches.calls, cal.host_s_per_dispatch * dispatches.ops + checkpointed,
                 cal.host_s_per_step)
 
 
-def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool) -> float:
-    """What dispatch adds to the device's step (compute, then `rest_s` of bubble and exposed
-    communication). A CPU runs each op as the host dispatches it: all of it. A GPU runs what the
-    host queued: a phase lasts the longer of its kernels and their dispatch, since the launch queue
-    (about a thousand kernels) holds far less than a phase of an eager LLM step, so a slow forward
-    is not covered by the backward's slack; and the step lasts at least its whole dispatch."""
+def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool,
+                         idle: DeviceIdle = DeviceIdle()) -> float:
+    """What dispatch adds to the device's step (compute and its idle gaps, then `rest_s` of bubble and
+    exposed communication). A CPU runs each op as the host dispatches it: all of it. A GPU runs what the
+    host queued: a phase lasts the longer of its kernels with their gaps and their dispatch (a phase
+    that waits on the host has its launch gaps inside that wait), since the launch queue (about a
+    thousand kernels) holds far less than a phase of an eager LLM step, so a slow forward is not
+    covered by the backward's slack; and the step lasts at least its whole dispatch."""
     if on_cpu:
         return host.total_s
-    forward, backward = compute.forward_s, compute.total_s - compute.forward_s - compute.optimizer_s
-    device = compute.total_s + rest_s
-    phased = (max(forward, host.forward_s) + max(backward, host.backward_s) + compute.optimizer_s + rest_s)
+    forward = compute.forward_s + idle.forward_s
+    backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s
+    device = compute.total_s + idle.total_s + rest_s
+    phased = (max(forward, host.forward_s) + max(backward, host.backward_s) + compute.optimizer_s + idle.step_s + rest_s)
     return max(phased, host.total_s) - device

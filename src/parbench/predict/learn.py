@@ -33,8 +33,8 @@ from typing import Callable
 
 from parbench.metrics.fits import fit_line
 from parbench.metrics import KERNEL_TIME
-from parbench.predict.calibration import Calibration, mode_key, step_mode
-from parbench.predict.costs import eager_dispatches, layer_passes, optimizer_seconds
+from parbench.predict.calibration import IDLE_UNIT, Calibration, mode_key, step_mode
+from parbench.predict.costs import idle_units, optimizer_seconds
 from parbench.predict.inference import predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.memory import weight_matrices
@@ -158,33 +158,34 @@ def head_apart(runs: dict[str, Run], run: str) -> bool:
     return heads[1] < HEAD_APART * heads[0]
 
 
-def idle_units(layout: Layout) -> float:
-    """What a step's idle gaps grow with beyond the step: an eager step's dispatches, a compiled one's layer passes."""
-    if layout.compiled:
-        return layer_passes(layout)
-    dispatches = eager_dispatches(layout)
-    return dispatches.total if dispatches else 0.0
-
-
 def device_terms(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
     """From the profiled runs (their kernels by kind): the optimizer factor, the optimizer's kernels over
-    the model's time of them; and by mode, the step beyond its kernels (the device idle) per step and per
-    idle unit (idle_units), least squares over the mode's profiled depths with neither negative."""
+    the model's time of them; and by mode, the device's idle time (the step beyond its kernels, its
+    pipeline bubble and its exposed communication) per step and per idle unit (costs.idle_units), least
+    squares over the mode's profiled depths with neither negative. A GPU's runs without kernel times
+    (profiled elsewhere, or without CUPTI) keep the figures there were, and say so."""
     profiled = {name: r for name, r in runs.items() if r.kernels.get(f"{KERNEL_TIME}/optimizer")}
     if not profiled:
-        return cal, []
+        on_gpu = any(r.layout.cfg.hardware.device_type != "cpu" for r in runs.values())
+        return cal, ["optimizer factor and device idle: no run timed its kernels; kept the figures there were"] if on_gpu else []
     modelled = sum(optimizer_seconds(r.layout, replace(cal, optimizer_factor=1.0)) for r in profiled.values())
     cal = replace(cal, optimizer_factor=sum(r.kernels[f"{KERNEL_TIME}/optimizer"] for r in profiled.values()) / modelled)
     idle, notes = dict(cal.device_idle_s), []
     for mode in ("eager", "compiled"):
-        points = [(idle_units(r.layout), r.step_time_s - r.kernels[KERNEL_TIME]) for r in profiled.values()
-                  if step_mode(r.layout.compiled) == mode]
+        points = [(sum(idle_units(r.layout)), r.step_time_s - r.kernels[KERNEL_TIME] - beyond_compute(r.layout, cal))
+                  for r in profiled.values() if step_mode(r.layout.compiled) == mode]
         fitted = per_step_and_layer(points) if len({x for x, _ in points}) > 1 else {}
         if fitted:
-            idle[mode] = {"per_step": fitted["per_step"], "per_layer" if mode == "compiled" else "per_dispatch": fitted["per_layer"]}
+            idle[mode] = {"per_step": fitted["per_step"], IDLE_UNIT[mode]: fitted["per_layer"]}
         elif points:
             notes.append(f"{mode} device idle: one profiled depth; kept the figures there were")
     return replace(cal, device_idle_s=idle), notes
+
+
+def beyond_compute(layout: Layout, cal: Calibration) -> float:
+    """The model's pipeline bubble and exposed communication of a step: device time that no compute kernel fills."""
+    p = predict_step(layout, replace(cal, device_idle_s={}))
+    return p.bubble_s + p.exposed_comm_s
 
 
 def learn(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import exposed_seconds, step_comms
-from parbench.predict.costs import Compute, device_idle_seconds, exposed_host_seconds, host_seconds, step_compute
+from parbench.predict.costs import Compute, device_idle, exposed_host_seconds, host_seconds, step_compute
 from parbench.predict.layout import Layout
 from parbench.predict.memory import MemoryEstimate, estimate_memory
 
@@ -80,11 +80,11 @@ def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     compute = step_compute(layout, cal)
     bubble = compute.total_s * layout.bubble / (1 - layout.bubble)
     comm = hidden_within(exposed_seconds(step_comms(layout), cal), compute.total_s)
-    idle = device_idle_seconds(layout, cal)
-    device = compute.total_s + bubble + sum(exposed for _, exposed in comm.values()) + idle
+    idle = device_idle(layout, cal)
+    rest = bubble + sum(exposed for _, exposed in comm.values())
     on_cpu = layout.cfg.hardware.device_type == "cpu"
-    host = exposed_host_seconds(compute, device - compute.total_s, host_seconds(layout, cal), on_cpu)
-    step = device + host
+    host = exposed_host_seconds(compute, rest, host_seconds(layout, cal), on_cpu, idle)
+    step = compute.total_s + idle.total_s + rest + host
     return Prediction(step, layout.tokens_per_step / step, compute, bubble, host, comm,
                       estimate_memory(layout, cal), cal.label(layout.cfg.hardware.name),
-                      host_bound=host > 0 and not on_cpu, idle_s=idle)
+                      host_bound=host > 0 and not on_cpu, idle_s=idle.total_s)
