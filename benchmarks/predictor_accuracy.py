@@ -85,7 +85,7 @@ ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "tra
 BASES = {"train": TRAIN, "infer": INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 
-def inference(kind: str) -> bool:
+def is_inference(kind: str) -> bool:
     return kind.endswith("infer")
 
 
@@ -168,7 +168,7 @@ def row(kind: str, overrides: list[str], measured: dict, cal_ref: str | None) ->
     cfg = compose_config(overrides)
     dims = validate(cfg, None)
     cal = load_calibration(cal_ref) if cal_ref else calibration_for(cfg.hardware, cfg.workload.dtype, None)
-    if inference(kind):
+    if is_inference(kind):
         p = predict_inference(cfg, dims, cal)
         return {"kind": kind, "case": label(kind, overrides), "calibration": p.calibration,
                 "a": ("TTFT", p.ttft_s, measured["ttft_s_p50"]), "b": ("TPOT", p.tpot_s, measured["tpot_s_p50"])}
@@ -196,8 +196,8 @@ def markdown(rows: list[dict]) -> str:
 def summary(rows: list[dict]) -> list[str]:
     lines = []
     for kind in dict.fromkeys(r["kind"] for r in rows):
+        kind_rows = [r for r in rows if r["kind"] == kind]
         for part in ("a", "b"):
-            kind_rows = [r for r in rows if r["kind"] == kind]
             errors = [abs(error_pct(*r[part][1:])) for r in kind_rows]
             what = {"step": "step time", "peak": "peak memory"}.get(kind_rows[0][part][0], kind_rows[0][part][0])
             lines.append(f"- {kind} {what}: median |error| {statistics.median(errors):.1f} %, worst {max(errors):.1f} % "

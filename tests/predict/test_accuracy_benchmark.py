@@ -32,3 +32,16 @@ def test_an_unsteady_case_is_measured_again_and_its_later_record_counts(tmp_path
     latest = bench.records(jsonl)
     assert len(latest) == 2 and latest[1]["metrics"]["step_time_s_p10"] == 0.22
     assert sorted(map(sorted, bench.measured_before(jsonl))) == sorted([sorted(steady_case), sorted(noisy_case)])
+
+
+def test_every_cpu_case_composes_and_reads_as_its_own_row():
+    """The CPU cases (each strategy on the default ranks, checkpointing, one rank, the native engine) are
+    valid configs, each labelled by what sets it apart, and a table row comes from a record of each."""
+    bench = load_benchmark()
+    cases = [(kind, overrides) for kind in ("cpu_train", "cpu_infer") for overrides in bench.CASES[kind]]
+    labels = [bench.label(kind, overrides) for kind, overrides in cases]
+    assert all(labels) and len(set(labels)) == len(labels)
+    measured = {"step_time_s": 0.01, "mem_peak_allocated_gb": 0.35, "ttft_s_p50": 1e-3, "tpot_s_p50": 5e-4}
+    rows = [bench.row(kind, overrides, measured, None) for kind, overrides in cases]
+    assert [r["a"][0] for r in rows] == ["step"] * len(bench.CASES["cpu_train"]) + ["TTFT"] * len(bench.CASES["cpu_infer"])
+    assert all(r["a"][1] > 0 and r["b"][1] > 0 for r in rows)
