@@ -39,6 +39,8 @@ from parbench.prepare import validate
 
 BASE = ["hardware.gpus_per_node=1", "parallel=dp", "workload=train", "workload.steps=6", "workload.warmup_steps=2",
         "profile.enabled=true", "profile.record_shapes=true", "profile.plots=false", "profile.active_steps=2"]
+
+
 def gemm_shape(op_name: str, dims: list) -> tuple[int, int, int, int] | None:
     """(batch, M, K, N) of a GEMM op from its recorded input dims; None where they do not read as one."""
     mats = [d for d in dims if isinstance(d, list) and len(d) in (2, 3)]

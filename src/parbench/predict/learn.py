@@ -167,7 +167,8 @@ def device_terms(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, l
     profiled = {name: r for name, r in runs.items() if r.kernels.get(f"{KERNEL_TIME}/optimizer")}
     if not profiled:
         on_gpu = any(r.layout.cfg.hardware.device_type != "cpu" for r in runs.values())
-        return cal, ["optimizer factor and device idle: no run timed its kernels; kept the figures there were"] if on_gpu else []
+        note = "optimizer factor and device idle: no run timed its kernels; kept the figures there were"
+        return cal, [note] if on_gpu else []
     modelled = sum(optimizer_seconds(r.layout, replace(cal, optimizer_factor=1.0)) for r in profiled.values())
     cal = replace(cal, optimizer_factor=sum(r.kernels[f"{KERNEL_TIME}/optimizer"] for r in profiled.values()) / modelled)
     idle, notes = dict(cal.device_idle_s), []

@@ -7,9 +7,9 @@
 
 compute is the dense GEMMs, attention, element-wise work, the optimizer and the recomputed forward
 (costs.py); communication per strategy minus what that strategy hides behind compute (never more
-than the compute there is); a GPU's idle gaps between kernels, as calibrated; host dispatch (the family's calls and ops at their calibrated costs)
-counts in full on a CPU, and on a GPU where it exceeds the device's work of its phase (forward,
-backward) or of the whole step."""
+than the compute there is); a GPU's idle gaps between kernels, as calibrated; host dispatch (the
+family's calls and ops at their calibrated costs) counts in full on a CPU, and on a GPU where it
+exceeds the device's work of its phase (forward, backward) or of the whole step."""
 
 from __future__ import annotations
 
