@@ -27,8 +27,8 @@ from parbench.config.schema import ModelConfig
 from parbench.models.llama import fuse_projections
 from parbench.planner import compose_config
 from parbench.predict.calibration import load_calibration
-from parbench.predict.inference import (decode_attention_seconds, decode_step, prefill, prefill_attention_seconds,
-                                        prefill_compute_seconds, prefill_elementwise_seconds, read_seconds)
+from parbench.predict.inference import (decode_attention_seconds, decode_step, decode_weights_seconds, prefill,
+                                        prefill_attention_seconds, prefill_compute_seconds, prefill_elementwise_seconds)
 from parbench.predict.layout import Layout
 from parbench.prepare import validate
 from parbench.metrics.inference_cost import decode_bytes_per_step
@@ -78,7 +78,7 @@ def predicted_parts(model: str, hardware: str, batch: int, input_len: int, outpu
     return {"prefill": {"gemm": (prefill_compute_seconds(layout, cal) - attention) * 1e3, "attention": attention * 1e3,
                         "other": prefill_elementwise_seconds(layout, batch * input_len, cal) * 1e3,
                         "total": pre.seconds * 1e3},
-            "decode": {"gemm": read_seconds(layout, weights * cal.weight_read_factor, cal) * 1e3,
+            "decode": {"gemm": decode_weights_seconds(layout, weights, cal) * 1e3,
                        "attention": decode_attention_seconds(layout, kv, cal) * 1e3,
                        "host": dec.exposed_host_s * 1e3, "total": dec.seconds * 1e3}}
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from parbench.config import ConfigError
 from parbench.config.hardware import detect_gpus
 from parbench.config.schema import Config
+from parbench.dtypes import ITEMSIZE
 from parbench.fmt import format_metric
 from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
@@ -32,8 +33,8 @@ from parbench.predict.calibration import (ATTENTION_FIELDS, CALIBRATION_DIR, Cal
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import (at_engine_level, attention_figures, fit_decode_attention, fit_links,
-                                             matmul_figures)
+from parbench.predict.microbench_fits import (at_engine_level, attention_figures, decode_gemm_figures,
+                                             fit_decode_attention, fit_links, matmul_figures)
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
 
@@ -106,6 +107,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     # that the head widths' are then scaled to, and would otherwise read the base's widths
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   decode_attention={}, dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
+                  **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **attention_figures(results.get("attention", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
@@ -184,6 +186,13 @@ def profile_path(args: argparse.Namespace, hardware: str) -> Path:
     return (CALIBRATION_DIR if args.ship else user_calibration_dir()) / f"{hardware}.yaml"
 
 
+def decode_gemm_summary(cal: Calibration) -> str:
+    if not cal.decode_gemm_s:
+        return "decode GEMMs: weights at the memory's bandwidth"
+    return "decode GEMMs: " + ", ".join(f"{float(b) / 1e6:.3g} MB {format_metric('latency_s', s)}"
+                                        for b, s in cal.decode_gemm_s.items())
+
+
 def decode_attention_summary(cal: Calibration) -> str:
     figures = cal.decode_attention or {"every": {"read_factor": cal.kv_read_factor,
                                                  "s_per_position": cal.decode_attention_s_per_position}}
@@ -211,8 +220,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
-        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; weights read x"
-        f"{cal.weight_read_factor:.3g}; {decode_attention_summary(cal)}",
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
+        f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
         f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "
         f"element {cal.head_grad_bytes}, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "

@@ -33,6 +33,10 @@ EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
+             # a decode step's GEMMs (8 rows, B held as nn.Linear's weight, replayed as a graph): weights of
+             # 8 KiB (the tiny model's) to 512 MiB, shallow and deep: a call's time by the bytes it reads
+             "decode_matmul": "[[8,64,64],[8,128,256],[8,256,1024],[8,1024,1024],[8,1024,4096],[8,4096,1024],[8,2048,2048],[8,2048,8192],[8,8192,2048],"
+                              "[8,4096,4096],[8,4096,16384],[8,16384,4096],[8,8192,8192],[8,4096,65536]]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
@@ -105,6 +109,8 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
         "attention": ["workload=attention", f"workload.shapes={s['attention']}", "workload.iters=20",
                       *([f"workload.decode_shapes={s['decode_attention']}"] if "decode_attention" in s else [])],
+        **({"decode_matmul": ["workload=matmul", f"workload.shapes={s['decode_matmul']}", "workload.b_transposed=true",
+                              "workload.graph_calls=40", "workload.iters=20"]} if "decode_matmul" in s else {}),
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],

@@ -44,6 +44,10 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {f"matmul_tflops/{n}x{n}x{n}": truth.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
     if name == "membw":
         return {"membw_gbps": truth.membw_gbps}
+    if name == "decode_matmul":  # bf16 weights, each call's fixed time and bytes
+        run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
+        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.decode_gemm_seconds(2 * k * n)
+                for m, k, n in json.loads(run["workload.shapes"])}
     if name == "attention":  # one call of forward and backward, or of the forward, per shape
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))["attention"][1:])
         return {**{f"attention_{p}tflops/{'x'.join(map(str, s))}": attention_tflops(s, p == "fwd_", truth)
@@ -138,23 +142,27 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     assert cal.decode_attention == {}  # no decode shapes on a CPU: the one read factor serves every width
 
 
+# an H100's decode GEMMs (docs/results/2026-11-27_gemm31): a few µs at the tiny model's sizes, then a ramp
+DECODE_GEMM_S = {"8192": 2.2e-6, "2097152": 4.4e-6, "8388608": 6.6e-6, "134217728": 48.5e-6}
 DECODE_ATTENTION = {"64": {"read_factor": 1.6, "s_per_position": 15e-9}, "128": {"read_factor": 1.2, "s_per_position": 21e-9},
                     "64/mha": {"read_factor": 1.3, "s_per_position": 8e-9}, "128/mha": {"read_factor": 1.05, "s_per_position": 11e-9}}
 
 
 def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention(monkeypatch, tmp_path):
-    """On a GPU attention's rate curve and call cost are fitted per head width. A static decode step's attention has a floor per cached position, which the one-sequence,
-    4096-token run fixes, and the large-batch run fixes the KV cache's read factor, both at the 1B's head
-    width; the attention microbenchmark's decode shapes (one sequence at two lengths: a block's pace, every
-    SM busy: the read factor; a call's fixed cost drops out of both slopes) carry them to the other widths.
-    The tiny model's two depths fix a decode step's latencies, so that the deeper 1B run fixes the
-    weights' read factor. The fully checkpointed runs at two batches tell the loss's bytes per logit from
-    what the head's gradient adds per element. The profiled none runs at two depths give the optimizer's
-    factor (its kernels) and the device's idle gaps (the step beyond its kernels) per step and per dispatch
-    or layer."""
+    """On a GPU attention's rate curve and call cost are fitted per head width. A static decode step's
+    attention has a floor per cached position, which the one-sequence, 4096-token run fixes, and the
+    large-batch run fixes the KV cache's read factor, both at the 1B's head width; the attention
+    microbenchmark's decode shapes (one sequence at two lengths: a block's pace, every SM busy: the read
+    factor; a call's fixed cost drops out of both slopes) carry them to the other widths. The decode GEMMs'
+    run gives a call's fixed time and the weights' bandwidth; the tiny model's two depths fix a decode
+    step's latencies, so that the deeper 1B run fixes the engine's read factor over those GEMMs. The fully
+    checkpointed runs at two batches tell the loss's bytes per logit from what the head's gradient adds per
+    element. The profiled none runs at two depths give the optimizer's factor (its kernels) and the
+    device's idle gaps (the step beyond its kernels) per step and per dispatch or layer."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION, attention_widths=ATTENTION_WIDTHS,
-                    weight_read_factor=1.3, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
+                    weight_read_factor=1.1, decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0,
+                    decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
                     optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
                                                           "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
@@ -170,6 +178,10 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert set(cal.decode_attention) == set(DECODE_ATTENTION)
     for kind, figures in DECODE_ATTENTION.items():
         assert cal.decode_attention[kind] == pytest.approx(figures, rel=1e-2), kind
+    assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
+    measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
+    assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
+    assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
     assert cal.weight_read_factor == pytest.approx(truth.weight_read_factor, rel=1e-2)
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),

@@ -37,10 +37,11 @@ def decode_bytes(cfg) -> float:
 
 
 def prefill_elementwise_bytes(cfg) -> float:
-    """Per token and layer: the two norms and residuals (10 h), RoPE on q and k, SwiGLU (3 ffn)."""
+    """Per token and layer: the two norms and residuals (10 h), RoPE on q and k, SwiGLU (3 ffn), and K and
+    V copied into the cache (read and written)."""
     m, w = cfg.model, cfg.workload
-    qk = (m.heads + m.kv_heads) * (m.hidden // m.heads)
-    return (10 * m.hidden + 2 * qk + 3 * m.ffn) * FP32 * w.batch_size * w.input_len * m.layers
+    qk, kv = (m.heads + m.kv_heads) * (m.hidden // m.heads), m.kv_heads * (m.hidden // m.heads)
+    return (10 * m.hidden + 2 * qk + 3 * m.ffn + 4 * kv) * FP32 * w.batch_size * w.input_len * m.layers
 
 
 def test_tpot_is_the_bytes_read_over_the_bandwidth_and_ttft_each_gemm_plus_its_element_wise_traffic():
@@ -67,14 +68,41 @@ def test_the_prefills_element_wise_work_runs_at_the_factor_of_the_decode_modes_s
     assert eager.ttft_s - compiled.ttft_s == pytest.approx(2.0 * prefill_elementwise_bytes(cfg) / 10e9)
 
 
+def test_a_decode_steps_gemms_take_the_calibrated_time_of_a_gemm_of_their_size():
+    """With the decode_matmul run's figures, each GEMM of a decode step (q/k/v and gate/up one each where
+    the decode mode fuses them; the CPU's eager decode does not) and the head's take the time measured at
+    their weights' size, on the line between two measured sizes, beyond the largest at its bandwidth,
+    times the engine's factor."""
+    curve = {"1000": 2e-6, "1000000": 4e-6, "100000000": 50e-6}
+    gemv = replace(CAL, decode_gemm_s=curve, decode_gemm_gbps=2000.0, weight_read_factor=1.5)
+    assert gemv.decode_gemm_seconds(10) == 2e-6 and gemv.decode_gemm_seconds(500500) == pytest.approx(3e-6)
+    assert gemv.decode_gemm_seconds(300e6) == pytest.approx(50e-6 + 200e6 / 2000e9)
+    for decode_mode, fused in (("eager", False), ("compile", True)):
+        cfg, p = prediction(f"workload.decode_mode={decode_mode}")
+        m, weights = cfg.model, param_counts(cfg.model).matmul_active * FP32
+        _, q = prediction(f"workload.decode_mode={decode_mode}", cal=gemv)
+        block = dict(model_shapes(m).block)
+        gemms = [math.prod(block[f"attention.w{x}.weight"]) for x in "qkvo"] + \
+                [math.prod(block[f"feed_forward.w{i}.weight"]) for i in (1, 2, 3)]
+        if fused:
+            gemms = [sum(gemms[:3]), gemms[3], gemms[4] + gemms[6], gemms[5]]
+        head = m.vocab * m.hidden
+        rest = weights - (m.layers * sum(gemms) + head) * FP32  # norms: a read
+        expected = 1.5 * (m.layers * sum(gemv.decode_gemm_seconds(g * FP32) for g in gemms)
+                          + gemv.decode_gemm_seconds(head * FP32) + rest / 10e9)
+        assert q.tpot_s - p.tpot_s == pytest.approx(expected - weights / 10e9), decode_mode
+
+
 def test_a_prefill_without_rope_copies_q_k_and_v_into_the_heads_layout_and_the_cache():
     """GPT-2 has no RoPE pass to write K and V where attention and the cache read them: its prefill
-    copies q, k and v out of the fused projection (read and written), as RoPE's pass would rotate q and k."""
+    copies q, k and v out of the fused projection (read and written), as RoPE's pass would rotate q and k,
+    and then K and V into the cache, as every family does."""
     gpt2 = ["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256", "model.vocab=512",
             "model.layers=2", "model.max_seq_len=64"]
     cfg, p = prediction(*gpt2)
     m, w = cfg.model, cfg.workload
-    per_token = 10 * m.hidden + 2 * m.ffn + 2 * (m.heads + 2 * m.kv_heads) * (m.hidden // m.heads)
+    hd = m.hidden // m.heads
+    per_token = 10 * m.hidden + 2 * m.ffn + 2 * (m.heads + 2 * m.kv_heads) * hd + 4 * m.kv_heads * hd
     assert p.prefill.memory_s == pytest.approx(per_token * FP32 * w.batch_size * w.input_len * m.layers / 10e9)
 
 
@@ -86,11 +114,13 @@ def test_a_static_decode_step_reads_its_whole_cache_buffer():
     assert static.tpot_s - eager.tpot_s == pytest.approx(4 * kv_per_position / 10e9)
 
 
-def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_one_launch_not_its_dispatch():
+def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_a_decode_steps_latencies_not_its_dispatch():
     """On a GPU, compile decode replays prefills of up to 8192 tokens as graphs: the prefill's dispatch
-    (here far above its device work) gives way to a decode step's launch; past 8192 tokens, or with
-    workload.prefill_graph=false, the prefill waits on its dispatch again."""
-    host = replace(CAL, matmul_tflops=1000.0, membw_gbps=3000.0, prefill_host_s={"per_step": 1.0, "per_layer": 0.0}, decode_host_s={"per_step": 1e-4})
+    (here far above its device work) gives way to what a decode step adds beyond its GEMMs and attention,
+    its launch and each layer's latencies; past 8192 tokens, or with workload.prefill_graph=false, the
+    prefill waits on its dispatch again."""
+    host = replace(CAL, matmul_tflops=1000.0, membw_gbps=3000.0, prefill_host_s={"per_step": 1.0, "per_layer": 0.0},
+                   decode_host_s={"per_step": 1e-4, "per_layer": 1e-5})
 
     def gpu(*overrides: str):
         cfg = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload=inference", "model=llama3_2_1b",
@@ -98,7 +128,7 @@ def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_one_launch_not
         return predict_inference(cfg, validate(cfg, None), host).prefill
 
     graphed = gpu("workload.batch_size=1", "workload.input_len=512")
-    assert graphed.seconds == pytest.approx(graphed.device_s + 1e-4) and graphed.device_s < 0.1
+    assert graphed.seconds == pytest.approx(graphed.device_s + 1e-4 + 16 * 1e-5) and graphed.device_s < 0.1
     launched = gpu("workload.batch_size=1", "workload.input_len=512", "workload.prefill_graph=false")
     assert launched.seconds == pytest.approx(1.0) and launched.bottleneck == "host dispatch"
     assert gpu("workload.batch_size=16", "workload.input_len=1024").seconds == pytest.approx(1.0)  # 16384 tokens

@@ -83,6 +83,19 @@ def test_matmul_cpu_reports_positive_tflops(cli):
     assert "plan_params_total" not in run.index  # no model behind a microbenchmark
 
 
+def test_matmul_with_b_held_as_a_linear_weight_times_each_shape(cli):
+    """b_transposed: B is N x K and the call F.linear(A, B), the same FLOPs; replaying graphs is a GPU's."""
+    cli.run("workload=matmul", "workload.shapes=[[8,256,512]]", "workload.b_transposed=true",
+            "workload.rotate_bytes=1M", "workload.iters=5", "workload.warmup_iters=1")
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED"
+    seconds = run["metrics.matmul_time_us/8x256x512"] * 1e-6
+    assert run["metrics.matmul_tflops/8x256x512"] == pytest.approx(2 * 8 * 256 * 512 / seconds / 1e12)
+    proc = cli.run("workload=matmul", "workload.graph_calls=4", check=False)
+    assert proc.returncode == 2 and "workload.graph_calls > 0 replays CUDA graphs" in proc.stderr
+    assert "Set workload.graph_calls=0" in proc.stderr
+
+
 def test_attention_cpu_forward_and_backward_tflops(cli):
     """SDPA forward and backward per shape; the FLOPs the model counts (4 B H S D x S/2 forward
     causal, twice that backward) over the measured times."""

@@ -258,3 +258,25 @@ def time_batch(fn, iters: int, device: torch.device, warmup: int = 0) -> float:
     interval.stop()
     device_synchronize(device)
     return interval.seconds() / iters
+
+
+def time_graphed(fn, calls: int, replays: int) -> float:
+    """Mean seconds per call of `calls` calls fn(i) captured in one CUDA graph and replayed `replays`
+    times, as an engine replays its decode step: back to back with a graph's launch gaps between
+    kernels, no events between them. fn runs once per index outside the capture first (cuBLAS picks
+    its kernels and workspace there)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(calls):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(i)
+    graph.replay()  # the first replay uploads the graph
+    device = torch.device("cuda", torch.cuda.current_device())
+    seconds = time_batch(lambda _: graph.replay(), replays, device)
+    del graph
+    return seconds / calls

@@ -132,8 +132,15 @@ class Calibration:
     # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
     # not measured): small per-sequence reads, and the masked positions of a static buffer.
     kv_read_factor: float = 1.0
-    # A decode step reads its weights this many times slower than a stream (1.0 where not measured): a
-    # layer's few GEMVs, each too small to reach the stream's bandwidth.
+    # A decode step's GEMM of few rows (a GEMV), as the engine replays it in a graph: seconds of one call by
+    # the bytes of its weights (a string key: bytes), measured from kilobytes to a gigabyte by the
+    # calibration's decode_matmul run (a GPU's); between two sizes on the line through them, beyond the
+    # largest at decode_gemm_gbps, below the smallest as the smallest. Empty where not measured: the
+    # weights at membw_gbps.
+    decode_gemm_s: Dict[str, float] = field(default_factory=dict)
+    decode_gemm_gbps: float = 0.0
+    # The engine's decode step reads its weights this many times slower than those GEMVs do (1.0 where
+    # not measured): what the calls inside the engine's step add.
     weight_read_factor: float = 1.0
     # A static decode step's attention (a masked kernel: one thread block per sequence and KV head streams
     # that head's cached positions in turn): seconds per position, the floor of a small batch's attention
@@ -158,6 +165,18 @@ class Calibration:
     def matmul_rate(self, gemm_flops: float) -> float:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
+
+    def decode_gemm_seconds(self, weight_bytes: float) -> float:
+        """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""
+        if not self.decode_gemm_s:
+            return weight_bytes / (self.membw_gbps * 1e9)
+        points = sorted((float(b), s) for b, s in self.decode_gemm_s.items())
+        if weight_bytes >= points[-1][0]:
+            return points[-1][1] + (weight_bytes - points[-1][0]) / (self.decode_gemm_gbps * 1e9)
+        if weight_bytes <= points[0][0]:
+            return points[0][1]
+        (b0, s0), (b1, s1) = next((a, b) for a, b in zip(points, points[1:]) if weight_bytes <= b[0])
+        return s0 + (s1 - s0) * (weight_bytes - b0) / (b1 - b0)
 
     def attention_at(self, head_dim: int) -> dict[str, float]:
         """The attention figures (ATTENTION_FIELDS) of the measured head width nearest this one (the

@@ -68,14 +68,17 @@ def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float) -> fl
     return max(flops / cal.matmul_rate(flops), read)
 
 
-def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float) -> float:
+def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float,
+                 matrices: list[int] | None = None) -> float:
     """The dense GEMMs but the head's: each block weight matrix's FLOPs (flops_per_param per
     parameter) as GEMMs over `gemm_tokens` rows on one tp rank, each at the rate of its own size
     (gemm_call_seconds), so a block's small projections (k and v under GQA, GPT-2's 1,600-wide ones)
-    run below its MLP's rate; experts at the typical GEMM's rate."""
+    run below its MLP's rate; experts at the typical GEMM's rate. `matrices`: the block's GEMMs' elements
+    where they are not its weights one by one (an inference engine's fused projections)."""
     m, tp = layout.cfg.model, layout.dims.tp
     calls = flops_per_param * tp / (2 * gemm_tokens)  # GEMMs of each matrix (forward, backward's two)
-    matrices = [numel(shape) for name, shape in layout.shapes.block if len(shape) == 2 and ".experts." not in name]
+    if matrices is None:
+        matrices = [numel(shape) for name, shape in layout.shapes.block if len(shape) == 2 and ".experts." not in name]
     own = sum(calls * m.layers * gemm_call_seconds(cal, 2 * gemm_tokens * p / tp, p * layout.dtype_bytes / tp)
               for p in matrices)
     rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden

@@ -7,9 +7,9 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(each GEMM's FLOPs / tp / the rate of its size + attention + element-wise traffic / tp / bandwidth,
                prefill dispatch)
-           + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch adds, as a decode step's)
-    TPOT = max(decode FLOPs / tp / peak rate, weights x read factor / tp / bandwidth + attention) + decode step's host time
-           + tp all-reduces + pp sends
+           + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch and latencies add, as a decode step's)
+    TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time + tp all-reduces + pp sends
+    GEMMs = read factor x each block GEMM's and the head's calibrated time at its weights' size / tp
     attention = max(KV cache x read factor / tp / bandwidth, layers x cached positions x a thread block's time per position)
                 (both figures of the model's head width and kind: Calibration.decode_attention)
     E2E  = TTFT + (output_len - 1) x TPOT
@@ -34,6 +34,7 @@ from parbench.models import ParamCounts
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
+from parbench.models.shapes import numel
 from parbench.predict.costs import elementwise_per_token, gemm_call_seconds, gemm_seconds
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
@@ -147,14 +148,16 @@ def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
 
 
 def qkv_copy_per_token(layout: Layout) -> float:
-    """Elements a layer's prefill moves per token to lay q, k and v out by heads and into the cache.
-    Without RoPE a copy of each out of the fused projection, read and written (GPT-2 XL, H100, 8 x 512
+    """Elements a layer's prefill moves per token to lay q, k and v out by heads and K and V into the
+    cache. Without RoPE a copy of each out of the fused projection, read and written (GPT-2 XL, H100, 8 x 512
     tokens: 1.2 of the prefill's 6.2 ms of element-wise kernels); with RoPE the rotation's pass lays out
-    q and k (elementwise_per_token counts it), and v's write into the cache is left to the fitted
-    element-wise factor."""
+    q and k (elementwise_per_token counts it). Every family then copies K and V into the cache's buffer,
+    read and written (GPT-2 XL, H100, 4 x 512 tokens: a second kernel as long as the first, 0.61 and
+    0.65 ms)."""
     m, fam = layout.cfg.model, layout.family
     hd = head_width(m)
-    return 2 * (m.heads + 2 * m.kv_heads) * hd / layout.dims.tp if fam.learned_positions else 0.0
+    layout_copy = 2 * (m.heads + 2 * m.kv_heads) * hd if fam.learned_positions else 0.0
+    return (layout_copy + 2 * 2 * m.kv_heads * hd) / layout.dims.tp
 
 
 def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration) -> float:
@@ -176,27 +179,30 @@ def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
 
 
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
-    """The prompts' GEMMs, each at the rate of its size (or its weights' read), the last positions'
-    head, and their attention."""
+    """The prompts' GEMMs as the engine runs them (its fused projections), each at the rate of its size
+    (or its weights' read), the last positions' head, and their attention."""
     w, m = layout.cfg.workload, layout.cfg.model
     tokens, tp = w.batch_size * w.input_len, layout.dims.tp
     # the head over each sequence's last position: a GEMM of `batch` rows, its weights' read
     head = gemm_call_seconds(cal, 2 * w.batch_size * m.vocab * m.hidden / tp, m.vocab * m.hidden * layout.dtype_bytes / tp)
-    return gemm_seconds(layout, cal, tokens, 2 * tokens / tp) + head + prefill_attention_seconds(layout, cal)
+    return (gemm_seconds(layout, cal, tokens, 2 * tokens / tp, engine_gemm_weights(layout)) + head
+            + prefill_attention_seconds(layout, cal))
 
 
 def prefill(layout: Layout, cal: Calibration) -> Forward:
     """The prompts' forward: their GEMMs and attention (a GEMM's rate at its size already pays for
     reading its weights: the matmul benchmark's operands come from memory, never L2), plus the
-    element-wise traffic, plus its collectives; and the host's part: a replayed graph's launch and token copy,
-    as a decode step's, or the dispatch of a prefill launched op by op."""
+    element-wise traffic, plus its collectives; and the host's part: a replayed graph's launch, token copy
+    and per-layer latencies, as a decode step's, or the dispatch of a prefill launched op by op."""
     w = layout.cfg.workload
     tokens = w.batch_size * w.input_len
     memory = prefill_elementwise_seconds(layout, tokens, cal)
     graphed = prefill_graphed(layout.cfg)
-    # A replayed prefill adds its launch and the token's copy, a decode step's per-step figure; not the
-    # per-layer one, the latencies of a decode step's short kernels, which a prefill's longer ones hide.
-    host = layout.dims.pp * cal.inference_host("decode", 0) if graphed else host_seconds(layout, "prefill", cal)
+    # A replayed prefill adds what a decode step adds beyond its GEMMs and attention: the launch and the
+    # token's copy, and per layer the gaps between its kernels and their fixed latencies, which longer
+    # kernels do not hide (H100, the engine's own graphs: 14-21 µs a layer of its TTFT ran no kernel, GPT-2
+    # XL at 1 and 4 x 512 and the 1B Llama at 1 x 512; docs/results/2026-11-27_gemm31.md).
+    host = host_seconds(layout, "decode", cal) if graphed else host_seconds(layout, "prefill", cal)
     return Forward(prefill_compute_seconds(layout, cal), memory, comm_seconds(layout, tokens, cal),
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 
@@ -233,15 +239,41 @@ def static_cache_share(layout: Layout) -> float:
     return (w.input_len + w.output_len) / modelled
 
 
+# Projections the static decode modes (graph, compile) run as one GEMM each (llama.fuse_projections)
+FUSED_PROJECTIONS = (("attention.wq.weight", "attention.wk.weight", "attention.wv.weight"),
+                     ("feed_forward.w1.weight", "feed_forward.w3.weight"))
+
+
+def engine_gemm_weights(layout: Layout) -> list[float]:
+    """Elements of each of a block's GEMMs as the native engine runs them, prefill and decode (q/k/v and
+    gate/up one each where the decode mode fuses them), whole (tp splits each)."""
+    block = {name: numel(shape) for name, shape in layout.shapes.block if len(shape) == 2}
+    groups = [group for group in FUSED_PROJECTIONS if group[0] in block] if static_decode(layout.cfg) else []
+    fused = {name for group in groups for name in group}
+    return [sum(block.get(n, 0) for n in group) for group in groups] + [p for n, p in block.items() if n not in fused]
+
+
+def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> float:
+    """A decode step's weights on one tp rank, times the engine's read factor: every layer's GEMMs and the
+    head's, each at the calibrated time of a GEMM of its size (Calibration.decode_gemm_seconds); what
+    else the step reads of `weights` (experts) at the memory's bandwidth."""
+    m, tp, itemsize = layout.cfg.model, layout.dims.tp, layout.dtype_bytes
+    block = engine_gemm_weights(layout)
+    head = m.vocab * m.hidden
+    gemms = m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block) + cal.decode_gemm_seconds(head * itemsize / tp)
+    rest = max(0.0, weights - (m.layers * sum(block) + head) * itemsize) / tp / (cal.membw_gbps * 1e9)
+    return (gemms + rest) * cal.weight_read_factor
+
+
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
-    """One token per sequence: the weights and the KV cache read once (at the mean context, or the
-    static step's whole buffer; each at its calibrated read rate, the cache no faster than a static
-    step's attention floor), or its FLOPs when the batch is large enough to make the step
-    compute-bound, plus its collectives."""
+    """One token per sequence: the weights and the KV cache read once (the weights by the decode
+    GEMMs' calls, the cache at the mean context, or the static step's whole buffer, at its calibrated
+    read rate and no faster than a static step's attention floor), or its FLOPs when the batch is large
+    enough to make the step compute-bound, plus its collectives."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)
-    memory = read_seconds(layout, weights * cal.weight_read_factor, cal) + decode_attention_seconds(layout, kv_cache, cal)
+    memory = decode_weights_seconds(layout, weights, cal) + decode_attention_seconds(layout, kv_cache, cal)
     return Forward(peak_compute_seconds(layout, flops, cal), memory,
                    comm_seconds(layout, w.batch_size, cal), roofline=True, host_s=host_seconds(layout, "decode", cal))
 

@@ -1,4 +1,5 @@
-"""The machine's figures from `parbench calibrate`'s microbenchmarks: the matmul and attention rate curves, and
+"""The machine's figures from `parbench calibrate`'s microbenchmarks: the matmul and attention rate curves, a
+decode GEMM's fixed time and bandwidth, and
 per link scope the latency and bus bandwidth of the collectives, with the overlap the profiled
 dp and fsdp runs measured (docs/plan.md, Calibration)."""
 
@@ -185,6 +186,24 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
     ratios = [1e12 * r / curve.matmul_rate(f) for f, r in matmul_points(metrics, unaligned=True)]
     return {"matmul_tflops": tflops, "matmul_half_gflop": half,
             "unaligned_matmul_factor": statistics.median(ratios) if ratios else 1.0}
+
+
+def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
+    """The decode_matmul run's shapes (matmul_time_us/<M>x<K>x<N>) as seconds of one call by the bytes
+    of its weights (B: K x N), the median where shapes share a size, and the bandwidth between the two
+    largest sizes; nothing where the run did not measure two sizes."""
+    by_bytes: dict[int, list[float]] = {}
+    for key, us in metrics.items():
+        if key.startswith("matmul_time_us/"):
+            _, k, n = map(int, key.split("/")[1].split("x"))
+            by_bytes.setdefault(k * n * itemsize, []).append(us * 1e-6)
+    if len(by_bytes) < 2:
+        return {}
+    seconds = {b: statistics.median(times) for b, times in sorted(by_bytes.items())}
+    (b0, s0), (b1, s1) = list(seconds.items())[-2:]
+    if s1 <= s0:
+        return {}
+    return {"decode_gemm_s": {str(b): s for b, s in seconds.items()}, "decode_gemm_gbps": (b1 - b0) / (s1 - s0) / 1e9}
 
 
 def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:

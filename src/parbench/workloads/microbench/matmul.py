@@ -2,10 +2,13 @@
 
     matmul_tflops        = 2 M K N / time, time = median over `iters` calls, each bracketed by
                            its own CUDA events (no synchronize between calls), after warm-up;
+                           with graph_calls > 0, the mean call of a CUDA graph of that many calls
+                           replayed `iters` times (a decode step's GEMMs, as the engine replays them);
                            averaged over ranks (every device runs the same sweep at once)
     matmul_peak_fraction = matmul_tflops / hardware.peak_tflops[dtype]
 Inputs rotate through enough (A, B) pairs to exceed `rotate_bytes`, so a small matmul cannot
-find its operands in L2 from the previous call."""
+find its operands in L2 from the previous call. With b_transposed, B is held N x K and the call is
+F.linear(A, B), as a model's nn.Linear multiplies by its weight."""
 
 from __future__ import annotations
 
@@ -13,9 +16,10 @@ import math
 import statistics
 
 import torch
+import torch.nn.functional as F
 
 from parbench.config.schema import Config
-from parbench.metrics.timing import time_each
+from parbench.metrics.timing import time_each, time_graphed
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.workloads.microbench import plots
@@ -31,25 +35,32 @@ def set_matmul_dtype(name: str) -> torch.dtype:
     return torch.float32 if name == "tf32" else torch_dtype(name)
 
 
-def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, rotate_bytes: int):
-    """Enough random (A, B) pairs that together they exceed rotate_bytes (at least one)."""
+def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, rotate_bytes: int,
+                   b_transposed: bool = False, at_most: int = 0):
+    """Enough random (A, B) pairs that together they exceed rotate_bytes (at least one; at most
+    `at_most` where given: a graph's calls); B is N x K where b_transposed."""
     m, k, n = shape
     pairs = copies_to_exceed(rotate_bytes, (m * k + k * n) * dtype.itemsize)
-    return [(torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device))
+    pairs = min(pairs, at_most) if at_most else pairs
+    b_shape = (n, k) if b_transposed else (k, n)
+    return [(torch.randn(m, k, dtype=dtype, device=device), torch.randn(*b_shape, dtype=dtype, device=device))
             for _ in range(pairs)]
 
 
 def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtype) -> float:
-    """Median seconds of one matmul on this rank."""
+    """Seconds of one matmul on this rank: the median call, or a graph's mean call (graph_calls)."""
     w = cfg.workload
-    inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes))
+    inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes), w.b_transposed, w.graph_calls)
+    multiply = F.linear if w.b_transposed else torch.mm
 
     def call(i: int) -> None:
         # A fresh output, as users' code gets it: `out=` routes bf16 through another cuBLAS path,
         # measured 7% slower at 8192^3 on H200; the caching allocator makes the allocation free.
         a, b = inputs[i % len(inputs)]
-        torch.mm(a, b)
+        multiply(a, b)
 
+    if w.graph_calls:
+        return time_graphed(call, w.graph_calls, w.iters)
     return statistics.median(time_each(call, w.iters, env.device, warmup=w.warmup_iters))
 
 
@@ -71,7 +82,8 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                    matmul_tflops_max=max(p["matmul_tflops"] for p in points), peak_tflops=peak)
     results = {"metrics": metrics, "tables": {"matmul": points}}
     if env.is_main:
-        title = f"matmul {w.dtype} on {cfg.hardware.name}, median of {w.iters}"
+        timing = f"graphs of {w.graph_calls} calls, {w.iters} replays" if w.graph_calls else f"median of {w.iters}"
+        title = f"{'F.linear' if w.b_transposed else 'matmul'} {w.dtype} on {cfg.hardware.name}, {timing}"
         ordered = sorted(points, key=lambda p: p["flops"])
         results["artifacts"] = [plots.matmul_tflops(reporter.job_dir / "matmul_tflops.png", ordered, peak, title)]
     return results

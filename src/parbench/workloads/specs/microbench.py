@@ -71,6 +71,8 @@ class MatmulWorkload:
     warmup_iters: int = 10
     iters: int = 50
     rotate_bytes: str = "512M"  # total size of the rotated input pairs
+    b_transposed: bool = False  # B held N x K and used transposed, as nn.Linear holds its weight: F.linear(A, B)
+    graph_calls: int = 0  # >0 (GPUs): that many calls replayed as one CUDA graph, as an engine's decode step
 
 
 def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
@@ -85,6 +87,10 @@ def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
                           "e.g. workload.shapes=[[4096,4096,4096]]")
     check_iterations(w)
     parse_size(w.rotate_bytes, "rotate_bytes")
+    if w.graph_calls < 0:
+        raise ConfigError(f"workload.graph_calls={w.graph_calls}: give 0 (each call timed alone) or a positive count")
+    if w.graph_calls:
+        require_gpus(cfg, "with workload.graph_calls > 0 replays CUDA graphs", "Set workload.graph_calls=0.")
 
 
 @dataclass
