@@ -4,11 +4,12 @@ F.linear calls at a few row counts, replayed in a CUDA graph as the engine's dec
 
     python benchmarks/gemm_shapes.py --models llama3_2_1b,qwen3_1_7b,gpt2_xl --rows 1,8,32,2048 [--out F.json]
 
-A graph holds `--calls` calls, each on its own copy of the weights (together well beyond L2, so every
-call reads its weights from memory); the graph is replayed and timed with CUDA events
-(parbench.metrics.timing.time_graphed, as `workload=matmul workload.graph_calls=N` times its shapes). Printed per shape: µs a call, the weights'
-GB/s and the TFLOP/s, beside the performance model's figure for the same call (--hardware's profile):
-a decode GEMM's weights at the calibrated bandwidth and read factor, a prefill GEMM at the rate curve
+A graph holds `--calls` calls, each on its own copy of the weights (for matrices of 1.3 MiB and more,
+together beyond an H100's L2, so every call reads its weights from memory); the graph is replayed and
+timed with CUDA events (parbench.metrics.timing.time_graphed, as `workload=matmul workload.graph_calls=N`
+times its shapes). Printed per shape: µs a call, the weights' GB/s and the TFLOP/s, beside the performance
+model's figure for the same call (--hardware's profile): a decode GEMM's calibrated time at its weights'
+size (Calibration.decode_gemm_seconds, before the engine's read factor), a prefill GEMM at the rate curve
 of its FLOPs."""
 
 from __future__ import annotations

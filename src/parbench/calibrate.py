@@ -31,6 +31,7 @@ from parbench.planner import compose_config
 from parbench.predict.calibration import (ATTENTION_FIELDS, CALIBRATION_DIR, Calibration, save_calibration,
                                          user_calibration_dir)
 from parbench.predict.profiles import calibration_for
+from parbench.workloads.specs.microbench import human_size
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (at_engine_level, attention_figures, decode_gemm_figures,
@@ -103,6 +104,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     a few rounds settle them."""
     notes = [] if "collectives" in results else [
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
+    if cfg.hardware.device_type == "cuda" and "decode_matmul" not in results:
+        notes.append("no decode_matmul run: a decode step's weights at the memory's bandwidth")
     # decode_attention cleared: the engine runs' fit (learn_inference) sets the one pair of figures
     # that the head widths' are then scaled to, and would otherwise read the base's widths
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
@@ -189,7 +192,7 @@ def profile_path(args: argparse.Namespace, hardware: str) -> Path:
 def decode_gemm_summary(cal: Calibration) -> str:
     if not cal.decode_gemm_s:
         return "decode GEMMs: weights at the memory's bandwidth"
-    return "decode GEMMs: " + ", ".join(f"{float(b) / 1e6:.3g} MB {format_metric('latency_s', s)}"
+    return "decode GEMMs: " + ", ".join(f"{human_size(int(b))} {format_metric('latency_s', s)}"
                                         for b, s in cal.decode_gemm_s.items())
 
 

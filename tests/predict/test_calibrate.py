@@ -20,7 +20,7 @@ from parbench.config import ConfigError
 from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, load_calibration, save_calibration, user_calibration_dir
-from parbench.predict.microbench_fits import at_engine_level
+from parbench.predict.microbench_fits import at_engine_level, decode_gemm_figures
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import ATTENTION_WIDTHS, compose
@@ -222,6 +222,28 @@ def test_a_profile_whose_device_idle_cannot_be_read_is_refused(tmp_path, idle):
                             tmp_path / "bad_widths.yaml")
     with pytest.raises(ConfigError, match=r"attention_widths\['64'\].*attention_call_s"):
         load_calibration(str(path))
+
+
+@pytest.mark.parametrize("curve, gbps", [({"8KiB": 2e-6, "2097152": 4e-6}, 2800.0), ({"8192": 2e-6, "2097152": 0.0}, 2800.0),
+                                         ({"8192": 2e-6, "2097152": 4e-6}, 0.0)])
+def test_a_profile_whose_decode_gemms_cannot_be_read_is_refused(tmp_path, curve, gbps):
+    path = save_calibration(replace(load_calibration("h100_sxm"), decode_gemm_s=curve, decode_gemm_gbps=gbps),
+                            tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"decode_gemm_s = .*seconds by weight bytes"):
+        load_calibration(str(path))
+
+
+def test_the_decode_gemms_fit_keeps_every_size_and_the_bandwidth_beyond_the_largest():
+    """The median where shapes share a size; beyond the largest the slope between the two largest, or the
+    largest's own bandwidth where they do not rise; one size is not a curve (the weights at membw)."""
+    metrics = {"matmul_time_us/8x1024x1024": 4.0, "matmul_time_us/8x4096x256": 5.0, "matmul_time_us/8x256x4096": 9.0,
+               "matmul_time_us/8x4096x4096": 16.0, "matmul_time_us/8x8192x8192": 48.0}
+    figures = decode_gemm_figures(metrics, 2)
+    assert figures["decode_gemm_s"] == pytest.approx({"2097152": 5e-6, "33554432": 16e-6, "134217728": 48e-6})
+    assert figures["decode_gemm_gbps"] == pytest.approx((134217728 - 33554432) / 32e-6 / 1e9)
+    flat = decode_gemm_figures({**metrics, "matmul_time_us/8x8192x8192": 16.0}, 2)
+    assert flat["decode_gemm_gbps"] == pytest.approx(134217728 / 16e-6 / 1e9)
+    assert decode_gemm_figures({"matmul_time_us/8x1024x1024": 4.0}, 2) == {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0}
 
 
 def test_a_profile_measured_in_bf16_predicts_an_fp32_run_at_fp32_rates():

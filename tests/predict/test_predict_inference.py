@@ -13,7 +13,9 @@ from parbench.metrics.inference_cost import prefill_attention_flops
 from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
-from parbench.predict.inference import predict_inference
+from parbench.predict.costs import gemm_seconds
+from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference
+from parbench.predict.layout import Layout
 from parbench.models.shapes import model_shapes, param_counts
 from conftest import compose
 
@@ -91,6 +93,37 @@ def test_a_decode_steps_gemms_take_the_calibrated_time_of_a_gemm_of_their_size()
         expected = 1.5 * (m.layers * sum(gemv.decode_gemm_seconds(g * FP32) for g in gemms)
                           + gemv.decode_gemm_seconds(head * FP32) + rest / 10e9)
         assert q.tpot_s - p.tpot_s == pytest.approx(expected - weights / 10e9), decode_mode
+
+
+def test_under_tp_each_decode_gemm_takes_the_time_of_its_share_and_the_prefill_its_fused_gemms():
+    """tp=2 halves every GEMM's weights, so each takes the calibrated time at half its size (not half the
+    time of its whole size); the prefill's GEMMs are the engine's, q/k/v and gate/up one each under
+    compile, each at the rate of its own size."""
+    curve = {"1000": 2e-6, "1000000": 4e-6, "100000000": 50e-6}
+    gemv = replace(CAL, decode_gemm_s=curve, decode_gemm_gbps=2000.0, weight_read_factor=1.0)
+
+    def layout(*overrides: str) -> Layout:
+        cfg = compose("hardware=cpu", "workload=inference", "workload.batch_size=2", *overrides)
+        return Layout.of(cfg, validate(cfg, None))
+
+    one, two = layout("hardware.gpus_per_node=1"), layout("hardware.gpus_per_node=2", "parallel=tp")
+    m = one.cfg.model
+    gemms = engine_gemm_weights(one)
+    assert engine_gemm_weights(two) == gemms and len(gemms) == 7  # the CPU's eager decode: no fusing
+    weights = one.counts.matmul_active * FP32
+    rest = weights - (m.layers * sum(gemms) + m.vocab * m.hidden) * FP32
+    half = (m.layers * sum(gemv.decode_gemm_seconds(g * FP32 / 2) for g in gemms)
+            + gemv.decode_gemm_seconds(m.vocab * m.hidden * FP32 / 2) + rest / 2 / 10e9)
+    assert decode_weights_seconds(two, weights, gemv) == pytest.approx(half)
+    curved = replace(CAL, matmul_half_gflop=1e-4, membw_gbps=1e9)  # each GEMM at its rate, not its read
+    compiled = layout("hardware.gpus_per_node=1", "workload.decode_mode=compile")
+    fused = engine_gemm_weights(compiled)
+    assert len(fused) == 4 and sum(fused) == sum(gemms)
+    tokens = 2 * compiled.cfg.workload.input_len
+    rate = lambda p: 2 * tokens * p / curved.matmul_rate(2 * tokens * p)  # noqa: E731
+    assert gemm_seconds(compiled, curved, tokens, 2 * tokens, fused) - gemm_seconds(compiled, curved, tokens, 2 * tokens) \
+        == pytest.approx(m.layers * (sum(map(rate, fused)) - sum(map(rate, gemms))))
+    assert gemm_seconds(compiled, curved, tokens, 2 * tokens, fused) < gemm_seconds(compiled, curved, tokens, 2 * tokens)
 
 
 def test_a_prefill_without_rope_copies_q_k_and_v_into_the_heads_layout_and_the_cache():

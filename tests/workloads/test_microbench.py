@@ -6,11 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from parbench.config import ConfigError
+from parbench.prepare import validate
 from parbench.report.summary import metrics_table
 from parbench.workloads.microbench.attention import decode_cache_bytes
 from parbench.workloads.microbench.collectives import COLLECTIVES
 from parbench.workloads.microbench.common import copies_to_exceed
 from parbench.workloads.microbench.topology import parse_topo_matrix
+from conftest import compose
 
 ALL_OPS = "[all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,send_recv]"
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
@@ -235,3 +238,8 @@ def test_nvidia_smi_fallback_reads_gpus_versions_and_links(monkeypatch):
     found = topology.from_nvidia_smi()
     assert [g["memory_mib"] for g in found.gpus] == [143771, 143771] and found.driver_version == "570.86.15"
     assert found.cuda_driver_version == "12.8" and found.links == [["X", "NV18"], ["NV18", "X"]]
+
+
+def test_a_negative_graph_calls_is_refused():
+    with pytest.raises(ConfigError, match=r"workload.graph_calls=-1: give 0 \(each call timed alone\)"):
+        validate(compose("workload=matmul", "workload.graph_calls=-1"), None)

@@ -133,14 +133,14 @@ class Calibration:
     # not measured): small per-sequence reads, and the masked positions of a static buffer.
     kv_read_factor: float = 1.0
     # A decode step's GEMM of few rows (a GEMV), as the engine replays it in a graph: seconds of one call by
-    # the bytes of its weights (a string key: bytes), measured from kilobytes to a gigabyte by the
-    # calibration's decode_matmul run (a GPU's); between two sizes on the line through them, beyond the
-    # largest at decode_gemm_gbps, below the smallest as the smallest. Empty where not measured: the
-    # weights at membw_gbps.
+    # the bytes of its weights (a string key: bytes), measured from 8 KiB to 512 MiB by the calibration's
+    # decode_matmul run (a GPU's); between two sizes on the line through them, beyond the largest at
+    # decode_gemm_gbps, below the smallest as the smallest. Empty where not measured: the weights at
+    # membw_gbps.
     decode_gemm_s: Dict[str, float] = field(default_factory=dict)
     decode_gemm_gbps: float = 0.0
-    # The engine's decode step reads its weights this many times slower than those GEMVs do (1.0 where
-    # not measured): what the calls inside the engine's step add.
+    # The engine's decode step reads its weights this many times slower than those GEMMs do (or, without
+    # them, than a stream at membw_gbps; 1.0 where not measured): what the calls inside its step add.
     weight_read_factor: float = 1.0
     # A static decode step's attention (a masked kernel: one thread block per sequence and KV head streams
     # that head's cached positions in turn): seconds per position, the floor of a small batch's attention
@@ -265,7 +265,19 @@ def load_calibration(ref: str) -> Calibration:
             raise ConfigError(f"calibration file {path}: device_idle_s[{mode!r}] = {dict(figures)}: give eager with "
                               "per_step and per_dispatch, compiled with per_step and per_layer, none negative, or run "
                               "`parbench calibrate` again")
+    check_decode_gemms(path, cal)
     return cal
+
+
+def check_decode_gemms(path: Path, cal: Calibration) -> None:
+    """decode_gemm_s keyed by a whole number of bytes, each time positive, and a positive bandwidth beyond them."""
+    if not cal.decode_gemm_s:
+        return
+    if (not all(re.fullmatch(r"[1-9][0-9]*", b) for b in cal.decode_gemm_s)
+            or min(cal.decode_gemm_s.values()) <= 0 or cal.decode_gemm_gbps <= 0):
+        raise ConfigError(f"calibration file {path}: decode_gemm_s = {dict(cal.decode_gemm_s)} with decode_gemm_gbps = "
+                          f"{cal.decode_gemm_gbps}: give seconds by weight bytes (e.g. '8192': 2.2e-06), all positive, "
+                          "and a positive decode_gemm_gbps, or run `parbench calibrate` again")
 
 
 def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key: str, example: str,

@@ -9,7 +9,8 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
                prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch and latencies add, as a decode step's)
     TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time + tp all-reduces + pp sends
-    GEMMs = read factor x each block GEMM's and the head's calibrated time at its weights' size / tp
+    GEMMs = read factor x (each block GEMM's and the head's calibrated time at its weights' size on one tp rank
+                           + the rest of the weights (norms, experts) / tp / bandwidth)
     attention = max(KV cache x read factor / tp / bandwidth, layers x cached positions x a thread block's time per position)
                 (both figures of the model's head width and kind: Calibration.decode_attention)
     E2E  = TTFT + (output_len - 1) x TPOT
@@ -31,10 +32,10 @@ from parbench.metrics.flops import attended_positions
 from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, mean_decode_context,
                                              prefill_attention_flops)
 from parbench.models import ParamCounts
+from parbench.models.shapes import numel
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.models.shapes import numel
 from parbench.predict.costs import elementwise_per_token, gemm_call_seconds, gemm_seconds
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
@@ -244,13 +245,13 @@ FUSED_PROJECTIONS = (("attention.wq.weight", "attention.wk.weight", "attention.w
                      ("feed_forward.w1.weight", "feed_forward.w3.weight"))
 
 
-def engine_gemm_weights(layout: Layout) -> list[float]:
+def engine_gemm_weights(layout: Layout) -> list[int]:
     """Elements of each of a block's GEMMs as the native engine runs them, prefill and decode (q/k/v and
     gate/up one each where the decode mode fuses them), whole (tp splits each)."""
     block = {name: numel(shape) for name, shape in layout.shapes.block if len(shape) == 2}
-    groups = [group for group in FUSED_PROJECTIONS if group[0] in block] if static_decode(layout.cfg) else []
+    groups = [group for group in FUSED_PROJECTIONS if all(n in block for n in group)] if static_decode(layout.cfg) else []
     fused = {name for group in groups for name in group}
-    return [sum(block.get(n, 0) for n in group) for group in groups] + [p for n, p in block.items() if n not in fused]
+    return [sum(block[n] for n in group) for group in groups] + [p for n, p in block.items() if n not in fused]
 
 
 def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> float:

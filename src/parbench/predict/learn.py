@@ -266,8 +266,9 @@ def tpot(run: InferenceRun) -> Callable[[Calibration], float]:
 
 
 def learn_inference(cal: Calibration, runs: InferenceRuns) -> tuple[Calibration, list[str]]:
-    """The host's figures (inference_host); the weights' read factor from the deeper calibration-model
-    run, where the tiny runs fixed the decode's latencies; the KV cache's read factor from the
+    """The host's figures (inference_host); the engine's read factor over its decode GEMMs (or over a
+    stream, without the decode GEMMs' figures) from the deeper calibration-model run, where the tiny runs
+    fixed the decode's latencies; the KV cache's read factor from the
     large-batch run (its decode memory-bound); and the static step's attention per position from the
     one-sequence, long-context run (its attention a few thread blocks' pace). Each is a share of the
     others' runs, so they are fitted in turn until they settle."""
@@ -278,7 +279,7 @@ def learn_inference(cal: Calibration, runs: InferenceRuns) -> tuple[Calibration,
             lr.cal = inference_host(lr.cal, runs)
         lr.notes.clear()
         if len(runs.tiny) > 1 and deepest:
-            lr.fit("decode weights read factor", tpot(deepest), deepest.tpot_s,
+            lr.fit("decode GEMMs' read factor in the engine", tpot(deepest), deepest.tpot_s,
                    lambda c, x: replace(c, weight_read_factor=x))
         if runs.kv_cache:
             lr.fit("KV cache read factor", tpot(runs.kv_cache), runs.kv_cache.tpot_s,

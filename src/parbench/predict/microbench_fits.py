@@ -1,5 +1,5 @@
 """The machine's figures from `parbench calibrate`'s microbenchmarks: the matmul and attention rate curves, a
-decode GEMM's fixed time and bandwidth, and
+decode GEMM's time by its size, and
 per link scope the latency and bus bandwidth of the collectives, with the overlap the profiled
 dp and fsdp runs measured (docs/plan.md, Calibration)."""
 
@@ -190,20 +190,20 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
     """The decode_matmul run's shapes (matmul_time_us/<M>x<K>x<N>) as seconds of one call by the bytes
-    of its weights (B: K x N), the median where shapes share a size, and the bandwidth between the two
-    largest sizes; nothing where the run did not measure two sizes."""
+    of its weights (B: K x N), the median where shapes share a size, and the bandwidth beyond the largest:
+    between the two largest sizes (the largest's own where the two do not rise). Empty figures where the
+    run did not measure two sizes: the weights at the memory's bandwidth."""
     by_bytes: dict[int, list[float]] = {}
     for key, us in metrics.items():
         if key.startswith("matmul_time_us/"):
             _, k, n = map(int, key.split("/")[1].split("x"))
             by_bytes.setdefault(k * n * itemsize, []).append(us * 1e-6)
     if len(by_bytes) < 2:
-        return {}
+        return {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0}
     seconds = {b: statistics.median(times) for b, times in sorted(by_bytes.items())}
     (b0, s0), (b1, s1) = list(seconds.items())[-2:]
-    if s1 <= s0:
-        return {}
-    return {"decode_gemm_s": {str(b): s for b, s in seconds.items()}, "decode_gemm_gbps": (b1 - b0) / (s1 - s0) / 1e9}
+    gbps = (b1 - b0) / (s1 - s0) / 1e9 if s1 > s0 else b1 / s1 / 1e9
+    return {"decode_gemm_s": {str(b): s for b, s in seconds.items()}, "decode_gemm_gbps": gbps}
 
 
 def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:
