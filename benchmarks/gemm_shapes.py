@@ -21,24 +21,29 @@ import math
 import torch
 import torch.nn.functional as F
 
-from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.timing import time_graphed
 from parbench.planner import compose_config
 from parbench.predict.calibration import Calibration
 from parbench.predict.costs import gemm_call_seconds
+from parbench.predict.inference import engine_gemm_shapes
+from parbench.predict.layout import Layout
 from parbench.predict.profiles import calibration_for
+from parbench.prepare import validate
 
 L2_MULTIPLE_BYTES = 512 * 2**20  # every graph's weights together: ten H100 L2s
 DECODE_ROWS = 64  # up to this many rows a call is a decode step's (the model's decode GEMM)
 
 
-def block_matrices(m: ModelConfig) -> dict[str, tuple[int, int, bool]]:
-    """name -> (out_features, in_features, biased) of one fused block's GEMMs and the head."""
-    hd, gpt2 = head_width(m), m.family == "gpt2"
-    up = m.ffn if gpt2 else 2 * m.ffn
-    return {"qkv": ((m.heads + 2 * m.kv_heads) * hd, m.hidden, gpt2 or m.qkv_bias),
-            "o": (m.hidden, m.heads * hd, gpt2), "up": (up, m.hidden, gpt2), "down": (m.hidden, m.ffn, gpt2),
-            "head": (m.vocab, m.hidden, False)}
+def block_matrices(model: str) -> dict[str, tuple[int, int, bool]]:
+    """name -> (out_features, in_features, biased) of the block's GEMMs as the engine's compiled decode
+    runs them (predict.inference.engine_gemm_shapes), and of the head."""
+    cfg = compose_config(["workload=inference", f"model={model}", "hardware=h100_sxm", "hardware.gpus_per_node=1",
+                          "workload.decode_mode=compile"])
+    layout = Layout.of(cfg, validate(cfg, None))
+    names = {name for name, _ in layout.shapes.block}
+    matrices = {name.removesuffix(".weight"): (out_f, in_f, name.replace(".weight", ".bias") in names)
+                for name, (out_f, in_f) in engine_gemm_shapes(layout).items()}
+    return {**matrices, "head": (cfg.model.vocab, cfg.model.hidden, False)}
 
 
 def graphed_seconds(rows: int, out_f: int, in_f: int, biased: bool, calls: int, replays: int) -> float:
@@ -73,15 +78,14 @@ def main() -> None:
     print(f"[gemm_shapes] {torch.cuda.get_device_name()} (torch {torch.__version__}), model: {cal.label(args.hardware)}")
     points = []
     for name in args.models.split(","):
-        m = compose_config([f"model={name}"]).model
-        for matrix, (out_f, in_f, biased) in block_matrices(m).items():
+        for matrix, (out_f, in_f, biased) in block_matrices(name).items():
             for rows in map(int, args.rows.split(",")):
                 s = graphed_seconds(rows, out_f, in_f, biased, args.calls, args.replays)
                 point = {"model": name, "matrix": matrix, "rows": rows, "out": out_f, "in": in_f, "bias": biased,
                          "us": s * 1e6, "gbps": 2 * out_f * in_f / s / 1e9, "tflops": 2 * rows * out_f * in_f / s / 1e12,
                          "model_us": modelled_seconds(cal, rows, out_f, in_f) * 1e6}
                 points.append(point)
-                print(f"{name:12s} {matrix:5s} {rows:5d} x {in_f:5d} -> {out_f:6d}{' +b' if biased else '   '}  "
+                print(f"{name:12s} {matrix:22s} {rows:5d} x {in_f:5d} -> {out_f:6d}{' +b' if biased else '   '}  "
                       f"{point['us']:9.2f} µs  {point['gbps']:7.0f} GB/s  {point['tflops']:6.1f} TF/s  "
                       f"model {point['model_us']:9.2f} µs ({100 * (point['model_us'] / point['us'] - 1):+.0f} %)",
                       flush=True)

@@ -31,11 +31,11 @@ from parbench.planner import compose_config
 from parbench.predict.calibration import (ATTENTION_FIELDS, CALIBRATION_DIR, Calibration, save_calibration,
                                          user_calibration_dir)
 from parbench.predict.profiles import calibration_for
-from parbench.workloads.specs.microbench import human_size
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (at_engine_level, attention_figures, decode_gemm_figures,
                                              fit_decode_attention, fit_links, matmul_figures)
+from parbench.workloads.specs.microbench import human_size
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
 

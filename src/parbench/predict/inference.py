@@ -245,13 +245,20 @@ FUSED_PROJECTIONS = (("attention.wq.weight", "attention.wk.weight", "attention.w
                      ("feed_forward.w1.weight", "feed_forward.w3.weight"))
 
 
-def engine_gemm_weights(layout: Layout) -> list[int]:
-    """Elements of each of a block's GEMMs as the native engine runs them, prefill and decode (q/k/v and
-    gate/up one each where the decode mode fuses them), whole (tp splits each)."""
-    block = {name: numel(shape) for name, shape in layout.shapes.block if len(shape) == 2}
+def engine_gemm_shapes(layout: Layout) -> dict[str, tuple[int, int]]:
+    """(out, in) features of each of a block's GEMMs as the native engine runs them, prefill and decode,
+    by weight name (q/k/v and gate/up one each, under the first's name, where the decode mode fuses
+    them), whole (tp splits each)."""
+    block = {name: shape for name, shape in layout.shapes.block if len(shape) == 2}
     groups = [group for group in FUSED_PROJECTIONS if all(n in block for n in group)] if static_decode(layout.cfg) else []
     fused = {name for group in groups for name in group}
-    return [sum(block[n] for n in group) for group in groups] + [p for n, p in block.items() if n not in fused]
+    return {**{group[0]: (sum(block[n][0] for n in group), block[group[0]][1]) for group in groups},
+            **{n: shape for n, shape in block.items() if n not in fused}}
+
+
+def engine_gemm_weights(layout: Layout) -> list[int]:
+    """Elements of each of a block's GEMMs as the native engine runs them (engine_gemm_shapes)."""
+    return [numel(shape) for shape in engine_gemm_shapes(layout).values()]
 
 
 def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> float:
