@@ -2,7 +2,7 @@
 # The GPU evidence recorded under docs/results/, one suite per call:
 #   bash benchmarks/gpu_evidence.sh SUITE [MODEL_OVERRIDES...]
 # Suites: strategies | titan1b | titan8b | inference | inference1 | decode | correctness | micro |
-# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | infer31 | trainkernels31 | vllm
+# scaling | multi2 | record | record8b | window8b | oom | deepspeed | startup | reuse | families | calib31 | host31 | prefill31 | gpt2host31 | ops31 | hostac31 | unseen31 | infer31 | big31 | trainkernels31 | vllm
 # (see each below; decode takes benchmarks/decode_mbu.py's options)
 # Every run lands in outputs/gpu_evidence/<suite>/ (Hydra sweep dirs, mlflow.db, logs);
 # with $OUT set (the device tool), the tables, plots and logs are packed into $OUT/<suite>.tgz.
@@ -495,6 +495,18 @@ PY
       timeout 200 python benchmarks/inference_kernels.py --model $1 --points $2 2>&1 | grep -v -i warn | tee -a "$W/kernels.txt"
       pack
     done
+    ;;
+  big31)  # 1 GPU (issue 31): 7-8B models' inference, which no calibration run or accuracy case has (per-rank
+    # GEMMs of 33-180 MB), with the checkout's profile: the default inference run, the issue's llama2_7b one,
+    # batches 1 to 32 of the 7-8B models, and GPT-2 XL at batch 32 (one query per KV head, every SM busy)
+    sweep default_tiny workload=inference hardware.gpus_per_node=1
+    sweep default_llama2_7b workload=inference model=llama2_7b hardware.gpus_per_node=1
+    I=(hardware.gpus_per_node=1 parallel=dp workload=inference workload.output_len=64 workload.repeats=3 workload.profile=false)
+    sweep infer_gpt2 "${I[@]}" model=gpt2_xl workload.batch_size=32 workload.input_len=512
+    sweep infer_8b "${I[@]}" model=llama3_8b,qwen3_8b workload.batch_size=1,8,32 workload.input_len=512
+    sweep infer_7b "${I[@]}" model=llama2_7b workload.batch_size=2,16 workload.input_len=1024
+    python benchmarks/run_table.py "$W" model workload. | tee "$W/big31.txt"
+    pack
     ;;
   trainkernels31)  # 1 GPU (issue 31): a training step's kernels by kind and each GEMM shape's achieved rate
     # beside the model's (benchmarks/train_kernels.py), the device-bound accuracy cases, with the checkout's profile

@@ -26,7 +26,7 @@ from decode_mbu import single_device_env
 from parbench.config.schema import ModelConfig
 from parbench.models.llama import fuse_projections
 from parbench.planner import compose_config
-from parbench.predict.calibration import load_calibration
+from parbench.predict.calibration_file import load_calibration
 from parbench.predict.inference import (decode_attention_seconds, decode_step, decode_weights_seconds, prefill,
                                         prefill_attention_seconds, prefill_compute_seconds, prefill_elementwise_seconds)
 from parbench.predict.layout import Layout

@@ -28,7 +28,7 @@ from parbench.fmt import format_metric
 from parbench.prepare import validate
 from parbench.planner import compose_config
 from parbench.predict import predict
-from parbench.predict.calibration import load_calibration
+from parbench.predict.calibration_file import load_calibration
 from parbench.predict.profiles import calibration_for
 from parbench.predict.inference import predict_inference
 

@@ -28,15 +28,15 @@ from parbench.fmt import format_metric
 from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.predict.calibration import (ATTENTION_FIELDS, CALIBRATION_DIR, Calibration, save_calibration,
-                                         user_calibration_dir)
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
+from parbench.predict.calibration_file import CALIBRATION_DIR, save_calibration, user_calibration_dir
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import (at_engine_level, attention_figures, decode_gemm_figures,
-                                             fit_decode_attention, fit_links, matmul_figures)
+from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures, fit_links,
+                                             matmul_figures)
 from parbench.workloads.specs.microbench import human_size
-from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_LONG_RUN, INFER_TINY_PREFIX, benchmark_layout,
+from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
 
 FIT_ROUNDS = 12
@@ -106,11 +106,12 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
     if cfg.hardware.device_type == "cuda" and "decode_matmul" not in results:
         notes.append("no decode_matmul run: a decode step's weights at the memory's bandwidth")
-    # decode_attention cleared: the engine runs' fit (learn_inference) sets the one pair of figures
-    # that the head widths' are then scaled to, and would otherwise read the base's widths
+    # weight_read_factor reset: without the run that fits it the base's would stand in for this machine's
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
-                  decode_attention={}, dtype=cfg.workload.dtype, **matmul_figures(results["matmul"]),
+                  weight_read_factor=1.0, dtype=cfg.workload.dtype,
+                  **matmul_figures(results["matmul"]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
+                  **decode_attention_table(results.get("attention", {})),
                   **attention_figures(results.get("attention", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
@@ -121,14 +122,9 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         cal, learned = learn(replace(cal, **host), runs)
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
-    kv_cache, long_context = infer.pop(INFER_KV_RUN, None), infer.pop(INFER_LONG_RUN, None)
+    kv_cache = infer.pop(INFER_KV_RUN, None)
     tiny = [infer.pop(n) for n in sorted(infer) if n.startswith(INFER_TINY_PREFIX)]
-    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, long_context))
-    if kv_cache:  # each head width's decode attention: the microbenchmark's shape, the engine's level
-        widths = fit_decode_attention(results.get("attention", {}), cal.membw_gbps)
-        decode_attention, width_notes = at_engine_level(widths, kv_cache.layout.cfg.model, cal)
-        cal = replace(cal, decode_attention=decode_attention)
-        inference_notes += width_notes
+    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache))
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 
@@ -197,11 +193,11 @@ def decode_gemm_summary(cal: Calibration) -> str:
 
 
 def decode_attention_summary(cal: Calibration) -> str:
-    figures = cal.decode_attention or {"every": {"read_factor": cal.kv_read_factor,
-                                                 "s_per_position": cal.decode_attention_s_per_position}}
-    return "decode attention: " + ", ".join(
-        f"{kind} heads' KV cache read x{f['read_factor']:.3g} and {1e9 * f['s_per_position']:.3g} ns per position"
-        for kind, f in figures.items())
+    if not cal.decode_attention_s:
+        return f"decode attention: KV cache read x{cal.kv_read_factor:.3g}"
+    return "decode attention calls: " + ", ".join(
+        f"{kind} heads " + " ".join(f"{shape} {format_metric('latency_s', s)}" for shape, s in calls.items())
+        for kind, calls in cal.decode_attention_s.items())
 
 
 def attention_summary(cal: Calibration) -> str:

@@ -17,7 +17,6 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
              "infer": ["workload.input_len=32", "workload.output_len=8"],
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
 INFER_KV_RUN = "infer_kv_cache"
-INFER_LONG_RUN = "infer_long_context"
 INFER_TINY_PREFIX = "infer_tiny_"
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
@@ -42,16 +41,13 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
                           "[8,32,8,512,64],[8,16,8,1024,128],[4,16,8,2048,128],[2,16,8,4096,128],[2,16,8,1024,128]]",
              # a decode step's attention (decode_shapes) per head width, 64 and 128, grouped (Llama 1B's, Qwen3's)
-             # and one query per KV head (GPT-2's, Llama 2's): one sequence and every SM busy, each at two lengths;
-             # how its cost changes with the width, at the level the engine runs below fix (calibrate.fit)
+             # and one query per KV head (GPT-2's, Llama 2's): one sequence and every SM busy, each at two lengths
              "decode_attention": "[[1,32,8,1024,64],[1,32,8,4096,64],[64,32,8,1024,64],[64,32,8,4096,64],"
                                  "[1,16,8,1024,128],[1,16,8,4096,128],[32,16,8,1024,128],[32,16,8,4096,128],"
                                  "[1,32,32,1024,64],[1,32,32,4096,64],[16,32,32,1024,64],[16,32,32,4096,64],"
                                  "[1,32,32,1024,128],[1,32,32,4096,128],[16,32,32,1024,128],[16,32,32,4096,128]]",
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
-             "kv_cache": ["workload.batch_size=32", "workload.input_len=1024", "workload.output_len=32"],
-             "long_context": ["workload.batch_size=1", "workload.input_len=4096", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16),
              # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
              # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
@@ -122,10 +118,9 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         **{f"infer_{layers}_layers": [*infer_run(s), *s["model"], f"model.layers={layers}"] for layers in s["infer_layers"]},
         **{f"{INFER_TINY_PREFIX}{layers}_layers": [*infer_run(s), "model=tiny", f"model.layers={layers}"]
            for layers in s.get("infer_tiny_layers", ())},
-        # and at a large batch and a long prompt: how fast a decode step reads its KV cache; one sequence
-        # with a long prompt (a GPU's): how long a static step's attention takes per cached position
-        INFER_KV_RUN: depth_infer_run(s, "kv_cache"),
-        **({INFER_LONG_RUN: depth_infer_run(s, "long_context")} if "long_context" in s else {}),
+        # and on a CPU at a large batch: how fast a decode step reads its KV cache (a GPU's decode attention
+        # is the attention run's decode calls)
+        **({INFER_KV_RUN: depth_infer_run(s, "kv_cache")} if "kv_cache" in s else {}),
         # The tiny model at two depths, on the ranks (and so the threads per rank) the other runs use:
         # the host's dispatch per step and per layer.
         **{name: ["workload=train", "model=tiny", f"model.layers={layers}", *HOST_RUN]

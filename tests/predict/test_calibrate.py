@@ -19,8 +19,9 @@ from parbench.predict import predict
 from parbench.config import ConfigError
 from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, load_calibration, save_calibration, user_calibration_dir
-from parbench.predict.microbench_fits import at_engine_level, decode_gemm_figures
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
+from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
+from parbench.predict.microbench_fits import decode_gemm_figures
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import ATTENTION_WIDTHS, compose
@@ -52,7 +53,7 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))["attention"][1:])
         return {**{f"attention_{p}tflops/{'x'.join(map(str, s))}": attention_tflops(s, p == "fwd_", truth)
                    for s in json.loads(run["workload.shapes"]) for p in ("", "fwd_")},
-                **decode_attention_metrics(json.loads(run.get("workload.decode_shapes", "[]")), alone(truth))}
+                **decode_attention_metrics(json.loads(run.get("workload.decode_shapes", "[]")), truth)}
     layout = calibrate.benchmark_layout(overrides, name)
     if name.startswith("infer_"):
         p = predict_inference(layout.cfg, layout.dims, truth)
@@ -70,23 +71,14 @@ def attention_tflops(shape: list[int], forward: bool, truth: Calibration) -> flo
     return flops / truth.attention_seconds(flops, attended, 1, head_dim, forward_only=forward) / 1e12
 
 
-def alone(truth: Calibration) -> Calibration:
-    """The decode attention microbenchmark's machine: SDPA called alone reads the cache more slowly and
-    paces each block faster than inside the engine's step, by the same ratio at every head width."""
-    return replace(truth, decode_attention={k: {"read_factor": 1.25 * f["read_factor"], "s_per_position": 0.8 * f["s_per_position"]}
-                                            for k, f in truth.decode_attention.items()})
-
-
-def decode_attention_metrics(shapes: list[list[int]], truth: Calibration, call_s: float = 10e-6) -> dict:
-    """A decode step's attention per shape: a call's fixed cost, then the positions at a block's pace or
-    the cache at its read factor, whichever is longer (bf16)."""
+def decode_attention_metrics(shapes: list[list[int]], truth: Calibration) -> dict:
+    """A decode step's attention per shape: its time on the truth's lines (bf16)."""
     metrics = {}
     for shape in shapes:
         batch, heads, kv_heads, positions, head_dim = shape
-        read_factor, s_per_position = truth.decode_attention_figures(head_dim, heads > kv_heads)
-        nbytes = 2 * batch * kv_heads * positions * head_dim * 2
-        seconds = call_s + max(positions * s_per_position, nbytes * read_factor / (truth.membw_gbps * 1e9))
+        seconds = truth.decode_attention_call_s(head_dim, heads > kv_heads, batch * kv_heads, positions)
         name = "x".join(map(str, shape))
+        nbytes = 2 * batch * kv_heads * positions * head_dim * 2
         metrics |= {f"decode_attention_time_us/{name}": seconds * 1e6, f"decode_attention_gbps/{name}": nbytes / seconds / 1e9}
     return metrics
 
@@ -139,50 +131,50 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     for field in ("elementwise_factor", "qk_norm_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
-    assert cal.decode_attention == {}  # no decode shapes on a CPU: the one read factor serves every width
+    assert cal.decode_attention_s == {}  # no decode shapes on a CPU: the one read factor serves every width
 
 
 # an H100's decode GEMMs (docs/results/2026-11-27_gemm31): a few µs at the tiny model's sizes, then a ramp
 DECODE_GEMM_S = {"8192": 2.2e-6, "2097152": 4.4e-6, "8388608": 6.6e-6, "134217728": 48.5e-6}
-DECODE_ATTENTION = {"64": {"read_factor": 1.6, "s_per_position": 15e-9}, "128": {"read_factor": 1.2, "s_per_position": 21e-9},
-                    "64/mha": {"read_factor": 1.3, "s_per_position": 8e-9}, "128/mha": {"read_factor": 1.05, "s_per_position": 11e-9}}
+# and its decode attention calls (graph-replayed): one wave of blocks paced by positions, every SM busy by bytes
+DECODE_ATTENTION_S = {"64": {"8x1024": 25e-6, "8x4096": 68e-6, "512x1024": 73e-6, "512x4096": 242e-6},
+                      "128": {"8x1024": 31e-6, "8x4096": 89e-6, "256x1024": 66e-6, "256x4096": 204e-6},
+                      "64/mha": {"32x1024": 14e-6, "32x4096": 22e-6, "512x1024": 53e-6, "512x4096": 180e-6},
+                      "128/mha": {"32x1024": 18e-6, "32x4096": 35e-6, "512x1024": 98e-6, "512x4096": 358e-6}}
 
 
 def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention(monkeypatch, tmp_path):
-    """On a GPU attention's rate curve and call cost are fitted per head width. A static decode step's
-    attention has a floor per cached position, which the one-sequence, 4096-token run fixes, and the
-    large-batch run fixes the KV cache's read factor, both at the 1B's head width; the attention
-    microbenchmark's decode shapes (one sequence at two lengths: a block's pace, every SM busy: the read
-    factor; a call's fixed cost drops out of both slopes) carry them to the other widths. The decode GEMMs'
-    run gives a call's fixed time and the weights' bandwidth; the tiny model's two depths fix a decode
-    step's latencies, so that the deeper 1B run fixes the engine's read factor over those GEMMs. The fully
-    checkpointed runs at two batches tell the loss's bytes per logit from what the head's gradient adds per
-    element. The profiled none runs at two depths give the optimizer's factor (its kernels) and the
-    device's idle gaps (the step beyond its kernels) per step and per dispatch or layer."""
+    """On a GPU attention's rate curve and call cost are fitted per head width, and the attention
+    microbenchmark's decode shapes are kept as calls by kind, blocks and positions. The decode GEMMs' run
+    gives a call's time by its weights and the bandwidth beyond them; with both, the tiny model's two depths
+    fix a decode step's latency per step and the 1B's depths its latency per layer (nothing is left for a
+    read factor to fit). The fully checkpointed runs at two batches tell the loss's bytes per logit from
+    what the head's gradient adds per element. The profiled none runs at two depths give the optimizer's
+    factor (its kernels) and the device's idle gaps (the step beyond its kernels) per step and per
+    dispatch or layer."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
-    truth = replace(load_calibration("h100_sxm"), decode_attention=DECODE_ATTENTION, attention_widths=ATTENTION_WIDTHS,
-                    weight_read_factor=1.1, decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0,
-                    decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
+    truth = replace(load_calibration("h100_sxm"), decode_attention_s=DECODE_ATTENTION_S, attention_widths=ATTENTION_WIDTHS,
+                    decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
                     optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
                                                           "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
-    assert "workload.input_len=4096" in runs["infer_long_context"]
     assert any(o.startswith("workload.decode_shapes=") for o in runs["attention"])
-    cal, notes = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), load_calibration("h100_sxm"))
+    base = replace(load_calibration("h100_sxm"), weight_read_factor=1.3)  # a factor the GEMMs' curve leaves no room for
+    cal, notes = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), base)
     assert not [n for n in notes if "kept the figure" in n]
     for width, figures in ATTENTION_WIDTHS.items():  # each head width's own attention curve
         assert cal.attention_widths[width] == pytest.approx(figures, rel=1e-2), width
-    assert set(cal.decode_attention) == set(DECODE_ATTENTION)
-    for kind, figures in DECODE_ATTENTION.items():
-        assert cal.decode_attention[kind] == pytest.approx(figures, rel=1e-2), kind
+    assert cal.decode_attention_s.keys() == DECODE_ATTENTION_S.keys()
+    for kind, calls in DECODE_ATTENTION_S.items():
+        assert cal.decode_attention_s[kind] == pytest.approx(calls, rel=1e-6), kind
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
-    assert cal.weight_read_factor == pytest.approx(truth.weight_read_factor, rel=1e-2)
+    assert cal.weight_read_factor == 1.0
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
                                                        pytest.approx(truth.head_grad_bytes, rel=1e-2))
@@ -191,24 +183,14 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
         assert cal.device_idle_s[mode] == pytest.approx(figures, rel=1e-3), mode
 
 
-def test_decode_attention_without_the_calibration_models_width_falls_back_and_says_so():
-    """Per-width figures are scaled to the engine runs' fit at the 1B's width (64, grouped): without that
-    width among the decode shapes there is nothing to scale by, so none are kept, and the notes say why."""
-    model = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b").model
-    cal = replace(load_calibration("h100_sxm"), kv_read_factor=2.0, decode_attention_s_per_position=10e-9)
-    widths = {k: f for k, f in DECODE_ATTENTION.items() if k != "64"}
-    assert at_engine_level(widths, model, cal) == ({}, [
-        "decode attention: no 64 heads among the attention run's decode shapes (128, 64/mha, 128/mha): every width "
-        "at the engine runs' figures"])
-    scaled, notes = at_engine_level(DECODE_ATTENTION, model, cal)
-    assert not notes and scaled["64"] == pytest.approx({"read_factor": 2.0, "s_per_position": 10e-9})
-    assert scaled["128/mha"]["read_factor"] == pytest.approx(1.05 * 2.0 / 1.6)
-
-
-def test_a_profile_with_a_per_width_entry_that_cannot_be_read_is_refused(tmp_path):
-    path = save_calibration(replace(load_calibration("h100_sxm"), decode_attention={"wide": {"read_factor": 1.0}}),
-                            tmp_path / "bad.yaml")
-    with pytest.raises(ConfigError, match=r"decode_attention\['wide'\].*'64' or '128/mha'"):
+@pytest.mark.parametrize("calls", [{"wide": {"8x1024": 1e-5}}, {"64": {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5}},
+                                   {"64": {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5, "512by4096": 4e-5}},
+                                   {"64": {"8x1024": 1e-5, "8x4096": 0.0, "512x1024": 3e-5, "512x4096": 4e-5}}])
+def test_a_profile_with_decode_attention_calls_that_cannot_be_read_is_refused(tmp_path, calls):
+    """A kind that is not a head width, a block count at one length, a shape that is not BLOCKSxPOSITIONS,
+    a call of no time: each refused on load with what to give."""
+    path = save_calibration(replace(load_calibration("h100_sxm"), decode_attention_s=calls), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"decode_attention_s\[.*BLOCKSxPOSITIONS"):
         load_calibration(str(path))
 
 

@@ -17,7 +17,7 @@ from parbench import calibrate
 from parbench.models.dispatch_table import dispatch_signature, family_dispatch
 from parbench.paths import CONF_DIR
 from parbench.prepare import validate
-from parbench.predict.calibration import load_calibration
+from parbench.predict.calibration_file import load_calibration
 from parbench.predict.costs import host_seconds
 from parbench.metrics import KERNEL_TIME
 from parbench.predict.host_fit import HostRun, fit_host

@@ -20,7 +20,8 @@ from parbench.prepare import prediction_plan, validate
 from parbench.parallel.specs import theoretical_bubble
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
-from parbench.predict.calibration import Calibration, LinkFit, load_calibration
+from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.calibration_file import load_calibration
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.metrics.inference_cost import prefill_attention_flops
 from parbench.predict.costs import attention_seconds, matmul_seconds, typical_gemm_flops

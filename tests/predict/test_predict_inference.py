@@ -169,35 +169,30 @@ def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_a_decode_steps
     assert eager.seconds == pytest.approx(1.0)
 
 
-def test_a_static_decode_steps_attention_lasts_at_least_its_floor_per_cached_position():
-    """One thread block per sequence and KV head streams every cached position (32 + 8 here) of each
-    layer: with a floor far above the KV read, that is the attention's time; eager decode has none."""
-    floor = replace(CAL, decode_attention_s_per_position=1e-3)
-    cfg, static = prediction("workload.decode_mode=compile", cal=floor)
-    weights = param_counts(cfg.model).matmul_active * FP32
-    assert static.decode.memory_s == pytest.approx(weights / 10e9 + cfg.model.layers * 40 * 1e-3)
-    assert prediction("workload.decode_mode=eager", cal=floor)[1].tpot_s == pytest.approx(
-        prediction("workload.decode_mode=eager")[1].tpot_s)
-
-
-def test_a_decode_steps_attention_takes_the_figures_of_its_head_width_and_kind():
-    """The calibrated decode attention nearest the model's head width, grouped queries or one query per
-    KV head as the model has them; without per-width figures, the one KV read factor."""
-    widths = replace(CAL, kv_read_factor=9.0, decode_attention={
-        "64": {"read_factor": 2.0, "s_per_position": 0.0}, "128": {"read_factor": 3.0, "s_per_position": 0.0},
-        "64/mha": {"read_factor": 5.0, "s_per_position": 0.0}})
-    assert widths.decode_attention_figures(80, grouped=True) == (2.0, 0.0)
-    assert widths.decode_attention_figures(112, grouped=True) == (3.0, 0.0)
-    assert widths.decode_attention_figures(128, grouped=False) == (5.0, 0.0)  # the only one of its kind
-    assert widths.decode_attention_figures(96, grouped=True) == (3.0, 0.0)  # as near to both: the wider
-    grouped_only = replace(widths, decode_attention={k: f for k, f in widths.decode_attention.items() if "mha" not in k})
-    assert grouped_only.decode_attention_figures(64, grouped=False) == (2.0, 0.0)  # no mha measured: the other kind
-    assert CAL.decode_attention_figures(64, grouped=True) == (CAL.kv_read_factor, CAL.decode_attention_s_per_position)
-    cfg, eager = prediction("workload.decode_mode=eager", cal=widths)
-    m = cfg.model
+def test_a_decode_steps_attention_takes_its_calls_time_by_kind_blocks_and_positions():
+    """With decode attention calls by shape, each layer's call is the nearest kind's (grouped queries or one
+    query per KV head, the nearest head width, the wider of two as near): a line in the positions at each
+    measured block count, a line between the counts (beyond them too), and fewer blocks than its fewest as
+    the fewest. Without them, the one KV read factor."""
+    table = {"64": {"8x1024": 20e-6, "8x4096": 50e-6, "512x1024": 60e-6, "512x4096": 200e-6},
+             "128": {"8x1024": 30e-6, "8x4096": 90e-6, "256x1024": 70e-6, "256x4096": 210e-6},
+             "64/mha": {"32x1024": 10e-6, "32x4096": 20e-6, "512x1024": 50e-6, "512x4096": 170e-6}}
+    cal = replace(CAL, decode_attention_s=table)
+    assert cal.decode_attention_call_s(64, True, 8, 2560) == pytest.approx(35e-6)  # halfway along a count's line
+    assert cal.decode_attention_call_s(64, True, 260, 1024) == pytest.approx(40e-6)  # halfway between the counts
+    assert cal.decode_attention_call_s(64, True, 1016, 1024) == pytest.approx(100e-6)  # beyond the most, on that line
+    assert cal.decode_attention_call_s(64, True, 2, 1024) == pytest.approx(20e-6)  # fewer than the fewest: one wave
+    assert cal.decode_attention_call_s(96, True, 8, 1024) == pytest.approx(30e-6)  # as near to both: the wider
+    assert cal.decode_attention_call_s(128, False, 32, 1024) == pytest.approx(10e-6)  # the only one of its kind
+    cfg, eager = prediction("workload.decode_mode=eager", cal=cal)
+    m, w = cfg.model, cfg.workload
     assert m.heads > m.kv_heads and abs(m.hidden // m.heads - 64) < abs(m.hidden // m.heads - 128)
-    kv = decode_bytes(cfg) - param_counts(m).matmul_active * FP32
-    assert eager.tpot_s == pytest.approx((decode_bytes(cfg) + kv) / 10e9)  # the cache read twice as slowly
+    weights = param_counts(m).matmul_active * FP32
+    call = cal.decode_attention_call_s(64, True, w.batch_size * m.kv_heads, w.input_len + w.output_len / 2)
+    assert eager.decode.memory_s == pytest.approx(weights / 10e9 + m.layers * call)  # the mean context, every layer
+    graphed = prediction("workload.decode_mode=compile", cal=cal)[1]  # a static step reads its whole buffer
+    whole = cal.decode_attention_call_s(64, True, w.batch_size * m.kv_heads, w.input_len + w.output_len)
+    assert graphed.decode.memory_s == pytest.approx(weights / 10e9 + m.layers * whole)
 
 
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():

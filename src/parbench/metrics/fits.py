@@ -102,3 +102,8 @@ def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
     total = float(np.sum(log_total**2))
     r2 = 1.0 - float(np.sum(log_residual**2)) / total if total > 0 else 1.0
     return AlphaBeta(float(alpha), float(beta), r2, len(size_bytes))
+
+
+def on_line(x: float, x0: float, y0: float, x1: float, y1: float) -> float:
+    """y at x on the line through (x0, y0) and (x1, y1) (y0 where x0 == x1)."""
+    return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)

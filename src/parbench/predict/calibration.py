@@ -8,28 +8,15 @@ and the prediction says so (docs/plan.md)."""
 
 from __future__ import annotations
 
-import os
-import re
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from parbench.metrics.fits import on_line
 
-from parbench.config import ConfigError
-from parbench.paths import CONF_DIR
-
+VERSION = 2  # 2: recompute is a share of the blocks' forward (1: of the whole forward)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
-VERSION = 2  # 2: recompute is a share of the blocks' forward (1: of the whole forward)
-CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
-
-
-def user_calibration_dir() -> Path:
-    """Where `parbench calibrate` saves this machine's profiles (outside the source tree)."""
-    cache = os.environ.get("PARBENCH_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "parbench"
-    return Path(cache) / "calibrations"
 
 
 # A GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects).
@@ -139,19 +126,16 @@ class Calibration:
     # membw_gbps.
     decode_gemm_s: Dict[str, float] = field(default_factory=dict)
     decode_gemm_gbps: float = 0.0
-    # The engine's decode step reads its weights this many times slower than those GEMMs do (or, without
-    # them, than a stream at membw_gbps; 1.0 where not measured): what the calls inside its step add.
+    # The engine's decode step reads its weights this many times slower than a stream at membw_gbps, fitted
+    # where decode_gemm_s is not measured (with it, 1: those GEMMs' times are the engine's, and what a layer
+    # adds beyond them is decode_host_s's per layer); 1.0 where not measured.
     weight_read_factor: float = 1.0
-    # A static decode step's attention (a masked kernel: one thread block per sequence and KV head streams
-    # that head's cached positions in turn): seconds per position, the floor of a small batch's attention
-    # however little it reads (0 where not measured: the read alone).
-    decode_attention_s_per_position: float = 0.0
-    # The same two figures by head width, from the attention microbenchmark's decode shapes (the GPU's):
-    # "64", "128" (grouped queries: a block per sequence and KV head) and "64/mha", "128/mha" (one query
-    # per KV head, whose positions SDPA splits over blocks), each {"read_factor": the cache read over a
-    # stream's with every SM busy, "s_per_position": one block's pace}, at the engine's level (the
-    # microbenchmark's ratios between widths, scaled to the engine runs' two figures above); empty: those two.
-    decode_attention: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    # A decode step's attention call by its shape, from the attention microbenchmark's decode shapes (a
+    # GPU's), by kind: "64", "128" (grouped queries) and "64/mha", "128/mha" (one query per KV head). Each
+    # holds the seconds of one call by "BLOCKSxPOSITIONS" (blocks: sequences x KV heads; positions: the
+    # cache's length), two lengths at each of two or more block counts: a call's time is a line in the
+    # positions at each count, and a line between the counts. Empty where not measured: the cache at kv_read_factor.
+    decode_attention_s: Dict[str, Dict[str, float]] = field(default_factory=dict)
     notes: Optional[str] = None
 
     @property
@@ -176,7 +160,7 @@ class Calibration:
         if weight_bytes <= points[0][0]:
             return points[0][1]
         (b0, s0), (b1, s1) = next((a, b) for a, b in zip(points, points[1:]) if weight_bytes <= b[0])
-        return s0 + (s1 - s0) * (weight_bytes - b0) / (b1 - b0)
+        return on_line(weight_bytes, b0, s0, b1, s1)
 
     def attention_at(self, head_dim: int) -> dict[str, float]:
         """The attention figures (ATTENTION_FIELDS) of the measured head width nearest this one (the
@@ -197,16 +181,19 @@ class Calibration:
             call_s = f["attention_forward_call_s"]
         return flops * (1 + extra / attended) / (1e12 * tflops) + calls * call_s
 
-    def decode_attention_figures(self, head_dim: int, grouped: bool) -> tuple[float, float]:
-        """(KV cache read factor, seconds per cached position) of a decode step's attention: the measured
-        head width nearest this one (the wider of two as near), of the same kind (grouped or one query per
-        KV head) where measured."""
-        if not self.decode_attention:
-            return self.kv_read_factor, self.decode_attention_s_per_position
-        same_kind = [k for k in self.decode_attention if k.endswith("/mha") != grouped] or list(self.decode_attention)
+    def decode_attention_call_s(self, head_dim: int, grouped: bool, blocks: float, positions: float) -> float:
+        """One decode attention call over `positions` cached positions in `blocks` (sequence, KV head) pairs:
+        the decode_attention_s kind nearest this one (the same kind where measured, the nearest head width, the
+        wider of two as near); fewer blocks than its fewest take as long as its fewest, one wave of them."""
+        same_kind = [k for k in self.decode_attention_s if k.endswith("/mha") != grouped] or list(self.decode_attention_s)
         widths = {k: int(k.split("/")[0]) for k in same_kind}
-        figures = self.decode_attention[min(same_kind, key=lambda k: (abs(widths[k] - head_dim), -widths[k]))]
-        return figures["read_factor"], figures["s_per_position"]
+        table = self.decode_attention_s[min(same_kind, key=lambda k: (abs(widths[k] - head_dim), -widths[k]))]
+        lengths: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        for shape, seconds in table.items():
+            lengths[int(shape.split("x")[0])].append((int(shape.split("x")[1]), seconds))
+        at = {count: on_line(positions, *min(points), *max(points)) for count, points in lengths.items()}
+        fewest, most = min(at), max(at)
+        return max(0.0, on_line(max(blocks, fewest), fewest, at[fewest], most, at[most]))
 
     def inference_host(self, phase: str, layers: float) -> float:
         """Host seconds of one prefill or decode step of a model with this many layers per rank."""
@@ -233,64 +220,3 @@ class Calibration:
     def activation_factor(self, compiled: bool, checkpointing: str) -> float:
         return self.activation_scale.get(mode_key(compiled, checkpointing),
                                          self.activation_scale.get(mode_key(False, checkpointing), 1.0))
-
-
-def calibration_path(ref: str) -> Path:
-    """A file path, or a profile name: the user's (user_calibration_dir) before the shipped one."""
-    path = Path(ref)
-    if path.suffix in (".yaml", ".yml", ".json"):
-        return path
-    mine = user_calibration_dir() / f"{ref}.yaml"
-    return mine if mine.exists() else CALIBRATION_DIR / f"{ref}.yaml"
-
-
-def load_calibration(ref: str) -> Calibration:
-    path = calibration_path(ref)
-    if not path.exists():
-        raise ConfigError(f"calibration={ref}: {path} does not exist; run `parbench calibrate` or name one of "
-                          f"{', '.join(sorted(p.stem for p in CALIBRATION_DIR.glob('*.yaml'))) or 'none yet'}")
-    try:
-        node = OmegaConf.merge(OmegaConf.structured(Calibration), OmegaConf.load(path))
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"calibration file {path}: {e}".splitlines()[0]) from None
-    cal: Calibration = OmegaConf.to_object(node)
-    if cal.version != VERSION:
-        raise ConfigError(f"calibration file {path} has version {cal.version}, this parbench reads version "
-                          f"{VERSION}: run `parbench calibrate` again")
-    check_widths(path, "decode_attention", cal.decode_attention, r"[1-9][0-9]*(/mha)?", "'64' or '128/mha'",
-                 ("read_factor", "s_per_position"))
-    check_widths(path, "attention_widths", cal.attention_widths, r"[1-9][0-9]*", "'64'", ATTENTION_FIELDS)
-    for mode, figures in cal.device_idle_s.items():
-        if mode not in IDLE_UNIT or set(figures) != {"per_step", IDLE_UNIT[mode]} or min(figures.values()) < 0:
-            raise ConfigError(f"calibration file {path}: device_idle_s[{mode!r}] = {dict(figures)}: give eager with "
-                              "per_step and per_dispatch, compiled with per_step and per_layer, none negative, or run "
-                              "`parbench calibrate` again")
-    check_decode_gemms(path, cal)
-    return cal
-
-
-def check_decode_gemms(path: Path, cal: Calibration) -> None:
-    """decode_gemm_s keyed by a whole number of bytes, each time positive, and a positive bandwidth beyond them."""
-    if not cal.decode_gemm_s:
-        return
-    if (not all(re.fullmatch(r"[1-9][0-9]*", b) for b in cal.decode_gemm_s)
-            or min(cal.decode_gemm_s.values()) <= 0 or cal.decode_gemm_gbps <= 0):
-        raise ConfigError(f"calibration file {path}: decode_gemm_s = {dict(cal.decode_gemm_s)} with decode_gemm_gbps = "
-                          f"{cal.decode_gemm_gbps}: give seconds by weight bytes (e.g. '8192': 2.2e-06), all positive, "
-                          "and a positive decode_gemm_gbps, or run `parbench calibrate` again")
-
-
-def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key: str, example: str,
-                 fields: tuple[str, ...]) -> None:
-    """Each entry of a per-head-width field keyed as `key` matches, with exactly `fields`, none negative."""
-    for width, figures in widths.items():
-        if not re.fullmatch(key, width) or set(figures) != set(fields) or not all(v >= 0 for v in figures.values()):
-            raise ConfigError(f"calibration file {path}: {name}[{width!r}] = {dict(figures)}: give a head width such "
-                              f"as {example} with {', '.join(fields)}, none negative, or run `parbench calibrate` again")
-
-
-def save_calibration(cal: Calibration, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"# parbench calibration profile (docs/plan.md), format version {VERSION}\n"
-                    + OmegaConf.to_yaml(OmegaConf.structured(asdict(cal))))
-    return path

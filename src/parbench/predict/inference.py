@@ -11,8 +11,8 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
     TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time + tp all-reduces + pp sends
     GEMMs = read factor x (each block GEMM's and the head's calibrated time at its weights' size on one tp rank
                            + the rest of the weights (norms, experts) / tp / bandwidth)
-    attention = max(KV cache x read factor / tp / bandwidth, layers x cached positions x a thread block's time per position)
-                (both figures of the model's head width and kind: Calibration.decode_attention)
+    attention = layers x one call's calibrated time at its shape (sequences x KV heads on a rank, positions read),
+                or without those KV cache x read factor / tp / bandwidth
     E2E  = TTFT + (output_len - 1) x TPOT
 
 The host times are the calibration's (per step and per layer of the stage): an eager prefill's
@@ -208,23 +208,26 @@ def prefill(layout: Layout, cal: Calibration) -> Forward:
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 
 
-def static_attention_floor_s(layout: Layout, s_per_position: float) -> float:
-    """A static decode step's attention at the pace of one thread block: every layer's blocks (one
-    per sequence and KV head, running side by side) each stream the whole buffer's positions, so a
-    small batch takes this long however few bytes it reads. The stages run one after the other."""
-    w = layout.cfg.workload
-    if not static_decode(layout.cfg):
-        return 0.0
-    return layout.cfg.model.layers * (w.input_len + w.output_len) * s_per_position
-
-
 def decode_attention_seconds(layout: Layout, kv_cache_bytes: float, cal: Calibration) -> float:
-    """A decode step's attention: its KV cache (the static step's whole buffer) at the calibrated read
-    factor of its head width, no faster than the static step's floor."""
-    m = layout.cfg.model
-    read_factor, s_per_position = cal.decode_attention_figures(head_width(m), m.heads > m.kv_heads)
-    read = read_seconds(layout, kv_cache_bytes * static_cache_share(layout) * read_factor, cal)
-    return max(read, static_attention_floor_s(layout, s_per_position))
+    """A decode step's attention: every layer's call at its calibrated time by shape (each rank's sequences x
+    KV heads, the positions it attends), or without those its KV cache (the static step's whole buffer) at
+    the calibrated read factor."""
+    m, w = layout.cfg.model, layout.cfg.workload
+    if cal.decode_attention_s:
+        blocks = w.batch_size * max(1, m.kv_heads // layout.dims.tp)
+        call = cal.decode_attention_call_s(head_width(m), m.heads > m.kv_heads, blocks, attended_cache(layout))
+        return m.layers * call
+    return read_seconds(layout, kv_cache_bytes * static_cache_share(layout) * cal.kv_read_factor, cal)
+
+
+def attended_cache(layout: Layout) -> float:
+    """Positions a decode step's attention reads: the static step's whole buffer, else the mean context
+    (or the sliding window)."""
+    w, m = layout.cfg.workload, layout.cfg.model
+    if static_decode(layout.cfg):
+        return w.input_len + w.output_len
+    context = mean_decode_context(w.input_len, w.output_len)
+    return min(context, m.sliding_window) if m.sliding_window else context
 
 
 def static_cache_share(layout: Layout) -> float:

@@ -16,11 +16,10 @@ an order where each run adds one unknown to what the earlier ones fixed:
     infer_<n>_layers two depths of the native engine: TTFT (a GPU: all dispatch, a CPU: beyond the
                      device's work) and TPOT beyond the decode's roofline -> inference host per step, per layer
     infer_tiny_<n>_layers  (a GPU's) the tiny model at two depths: TPOT -> a decode step's launch and kernel
-                     latencies, per step and per layer; then the deeper infer_<n>_layers' TPOT -> the weights'
-                     read factor (a layer's GEMVs, each too small to stream at the full bandwidth)
-    infer_kv_cache   a large batch with long prompts: TPOT beyond weights and host -> the KV cache's read factor
-    infer_long_context  one sequence, a long prompt: TPOT beyond weights and host -> a static step's attention
-                     per cached position (its few thread blocks, not the bandwidth, set the pace)
+                     latencies per step (and per layer, where no decode GEMMs' run times the weights: then
+                     the deeper infer_<n>_layers' TPOT -> the weights' read factor over a stream)
+    infer_kv_cache   (a CPU's) a large batch with long prompts: TPOT beyond weights and host -> the KV
+                     cache's read factor
 
 Every prediction is linear in the term being fitted (the term multiplies one part of the step or
 of the memory), so two predictions give the value that matches the run."""
@@ -240,12 +239,13 @@ class InferenceRuns:
     # latencies, per step and per layer; without them the depths give those too.
     tiny: list[InferenceRun] = field(default_factory=list)
     kv_cache: InferenceRun | None = None  # a large batch with long prompts: the KV cache's read factor
-    long_context: InferenceRun | None = None  # one sequence, a long prompt: the attention's floor
 
 
 def inference_host(cal: Calibration, runs: InferenceRuns) -> Calibration:
-    """Prefill host time per step and per layer from the calibration model's depths; a decode step's
-    from the tiny model's (else from the same depths)."""
+    """Prefill host time per step and per layer from the calibration model's depths. A decode step's
+    from the tiny model's depths (else from the calibration model's); where the profile times the decode
+    GEMMs by their size, its time per layer from the calibration model's depths: a layer of its width
+    costs more than the tiny model's beyond its GEMMs and attention."""
     bare = replace(cal, prefill_host_s={}, decode_host_s={})
 
     def beyond_device(r: InferenceRun) -> tuple[float, float, float]:
@@ -256,9 +256,12 @@ def inference_host(cal: Calibration, runs: InferenceRuns) -> Calibration:
                 r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s)
 
     depths = [beyond_device(r) for r in runs.depths]
-    decode = [beyond_device(r) for r in runs.tiny] if len(runs.tiny) > 1 else depths
+    decode = per_step_and_layer([(layers, t) for layers, _, t in depths])
+    if len(runs.tiny) > 1:
+        tiny = per_step_and_layer([(layers, t) for layers, _, t in map(beyond_device, runs.tiny)])
+        decode = {**tiny, "per_layer": decode["per_layer"]} if cal.decode_gemm_s and decode else tiny
     return replace(cal, prefill_host_s=per_step_and_layer([(layers, t) for layers, t, _ in depths]),
-                   decode_host_s=per_step_and_layer([(layers, t) for layers, _, t in decode]))
+                   decode_host_s=decode)
 
 
 def tpot(run: InferenceRun) -> Callable[[Calibration], float]:
@@ -266,25 +269,22 @@ def tpot(run: InferenceRun) -> Callable[[Calibration], float]:
 
 
 def learn_inference(cal: Calibration, runs: InferenceRuns) -> tuple[Calibration, list[str]]:
-    """The host's figures (inference_host); the engine's read factor over its decode GEMMs (or over a
-    stream, without the decode GEMMs' figures) from the deeper calibration-model run, where the tiny runs
-    fixed the decode's latencies; the KV cache's read factor from the
-    large-batch run (its decode memory-bound); and the static step's attention per position from the
-    one-sequence, long-context run (its attention a few thread blocks' pace). Each is a share of the
-    others' runs, so they are fitted in turn until they settle."""
+    """The host's figures (inference_host); where the profile has no decode GEMMs' figures, the engine's
+    read factor over a stream from the deeper calibration-model run, where the tiny runs fixed the
+    decode's latencies; where it has no decode attention calls by shape, the KV cache's read factor from
+    the large-batch run (its decode memory-bound). Each is a share of the others' runs, so they are
+    fitted in turn until they settle."""
     lr = Learner(cal, {})
     deepest = max(runs.depths, key=lambda r: r.layout.cfg.model.layers) if runs.depths else None
-    for _ in range(INFERENCE_ROUNDS if runs.kv_cache or runs.long_context or runs.tiny else 1):
+    by_shape = bool(cal.decode_attention_s)
+    for _ in range(INFERENCE_ROUNDS if runs.kv_cache or runs.tiny else 1):
         if len(runs.depths) > 1 or len(runs.tiny) > 1:
             lr.cal = inference_host(lr.cal, runs)
         lr.notes.clear()
-        if len(runs.tiny) > 1 and deepest:
-            lr.fit("decode GEMMs' read factor in the engine", tpot(deepest), deepest.tpot_s,
+        if len(runs.tiny) > 1 and deepest and not cal.decode_gemm_s:
+            lr.fit("decode weights' read factor in the engine", tpot(deepest), deepest.tpot_s,
                    lambda c, x: replace(c, weight_read_factor=x))
-        if runs.kv_cache:
+        if runs.kv_cache and not by_shape:
             lr.fit("KV cache read factor", tpot(runs.kv_cache), runs.kv_cache.tpot_s,
                    lambda c, x: replace(c, kv_read_factor=x))
-        if runs.long_context:
-            lr.fit("decode attention per position", tpot(runs.long_context), runs.long_context.tpot_s,
-                   lambda c, x: replace(c, decode_attention_s_per_position=x * 1e-9))
     return lr.cal, lr.notes

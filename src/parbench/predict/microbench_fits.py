@@ -6,9 +6,10 @@ dp and fsdp runs measured (docs/plan.md, Calibration)."""
 from __future__ import annotations
 
 import statistics
-from typing import NamedTuple
+from collections import Counter
+from typing import Any
 
-from parbench.config.schema import HardwareConfig, ModelConfig, head_width
+from parbench.config.schema import HardwareConfig
 from parbench.metrics.fits import fit_alpha_beta, fit_line, fit_relative
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
@@ -94,77 +95,24 @@ def attention_curves(metrics: dict, shapes: list[tuple[int, ...]]) -> dict[str, 
     return figures
 
 
-class DecodeCall(NamedTuple):
-    """One decode shape of the attention microbenchmark: its (batch, heads, kv_heads), which a slope over
-    the positions holds fixed, its cached positions, the time of one call and the K and V bytes it read."""
-
-    group: tuple[int, int, int]
-    positions: int
-    seconds: float
-    nbytes: float
-
-    @property
-    def blocks(self) -> int:
-        """The (sequence, KV head) thread blocks of the call."""
-        return self.group[0] * self.group[2]
-
-
 def decode_attention_class(shape: list[int]) -> str:
-    """The key of Calibration.decode_attention a [batch, heads, kv_heads, positions, head_dim] shape measures."""
+    """The key of Calibration.decode_attention_s a [batch, heads, kv_heads, positions, head_dim] shape measures."""
     _, heads, kv_heads, _, head_dim = shape
     return f"{head_dim}" if heads > kv_heads else f"{head_dim}/mha"
 
 
-def slope_in_positions(calls: list[DecodeCall], y) -> float | None:
-    """dy/dposition over calls of one group at two or more lengths (a call's fixed cost drops out)."""
-    line = fit_line([c.positions for c in calls], [y(c) for c in calls])
-    return line.slope if line is not None and line.slope > 0 else None
-
-
-def decode_calls(metrics: dict) -> dict[str, list[DecodeCall]]:
-    """The attention microbenchmark's decode shapes, by Calibration.decode_attention key."""
-    calls: dict[str, list[DecodeCall]] = {}
+def decode_attention_table(metrics: dict) -> dict[str, Any]:
+    """decode_attention_s from the attention microbenchmark's decode shapes: each kind's calls, seconds by
+    'BLOCKSxPOSITIONS' (blocks: sequences x KV heads), where it holds two lengths at each of two or more
+    block counts (empty without them: the base profile's calls are not this machine's)."""
+    table: dict[str, dict[str, float]] = {}
     for key, us in metrics.items():
         if key.startswith("decode_attention_time_us/"):
-            name = key.split("/")[1]
-            batch, heads, kv_heads, positions, _ = shape = [int(v) for v in name.split("x")]
-            nbytes = metrics[f"decode_attention_gbps/{name}"] * 1e3 * us  # GB/s x µs
-            calls.setdefault(decode_attention_class(shape), []).append(
-                DecodeCall((batch, heads, kv_heads), positions, us * 1e-6, nbytes))
-    return calls
-
-
-def fit_decode_attention(metrics: dict, membw_gbps: float) -> dict[str, dict[str, float]]:
-    """The decode shapes, per head width and kind: from the group of fewest thread blocks at two lengths
-    a block's time per position, and from the most (every SM busy) the time per byte of the cache, as
-    a factor over the stream's; both slopes over the positions."""
-    figures = {}
-    for kind, calls in decode_calls(metrics).items():
-        fewest, most = (min(calls, key=lambda c: c.blocks).group, max(calls, key=lambda c: c.blocks).group)
-        few = [c for c in calls if c.group == fewest]
-        busy = [c for c in calls if c.group == most]
-        pace = slope_in_positions(few, lambda c: c.seconds)
-        busy_time, busy_bytes = slope_in_positions(busy, lambda c: c.seconds), slope_in_positions(busy, lambda c: c.nbytes)
-        if most != fewest and pace and busy_time and busy_bytes:
-            figures[kind] = {"read_factor": membw_gbps * 1e9 * busy_time / busy_bytes, "s_per_position": pace}
-    return figures
-
-
-def at_engine_level(widths: dict[str, dict[str, float]], model: ModelConfig,
-                    cal: Calibration) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """Each head width's figures scaled so that the calibration model's own equal the engine runs' fits
-    (cal.kv_read_factor, cal.decode_attention_s_per_position): the microbenchmark times SDPA alone, the
-    engine inside its compiled step with its other kernels; the ratios between widths are what carry over.
-    Empty, with a note, where the microbenchmark did not measure the calibration model's width."""
-    own_kind = decode_attention_class([1, model.heads, model.kv_heads, 1, head_width(model)])
-    own = widths.get(own_kind)
-    if not own:
-        note = (f"decode attention: no {own_kind} heads among the attention run's decode shapes "
-                f"({', '.join(widths)}): every width at the engine runs' figures")
-        return {}, ([note] if widths else [])
-    read, pace = cal.kv_read_factor / own["read_factor"], cal.decode_attention_s_per_position / own["s_per_position"]
-    return {kind: {"read_factor": f["read_factor"] * read, "s_per_position": f["s_per_position"] * pace}
-            for kind, f in widths.items()}, []
+            batch, _, kv_heads, positions, _ = shape = [int(v) for v in key.split("/")[1].split("x")]
+            table.setdefault(decode_attention_class(shape), {})[f"{batch * kv_heads}x{positions}"] = us * 1e-6
+    lengths = {kind: Counter(shape.split("x")[0] for shape in calls) for kind, calls in table.items()}
+    table = {kind: calls for kind, calls in table.items() if len(lengths[kind]) > 1 and min(lengths[kind].values()) > 1}
+    return {"decode_attention_s": table}
 
 
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:

@@ -8,7 +8,8 @@ from typing import Optional
 
 from parbench.config import ConfigError
 from parbench.config.schema import HardwareConfig
-from parbench.predict.calibration import Calibration, LinkFit, calibration_path, load_calibration
+from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.calibration_file import calibration_path, load_calibration
 
 # Spec fallback. cuBLAS bf16 GEMMs at LLM shapes reach about 70% of the dense peak on H100/H200,
 # NCCL's bus bandwidth about 80% of the NVLink figure, and streaming kernels about 80% of HBM.

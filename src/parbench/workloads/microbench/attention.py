@@ -12,9 +12,10 @@ each row's softmax statistics cost as much as many more keys would): `parbench c
 native engine's static step runs it (models.kv_cache.one_token_attention: one new query per sequence
 over a cache buffer of `positions`, the query heads of a KV group as its rows, a mask of the positions
 written, here all of them). The calls take enough caches in turn to exceed `rotate_bytes`, as a
-model's layers each read their own, so that a small cache is not read from L2:
+model's layers each read their own, so that a small cache is not read from L2. On a GPU the calls are
+replayed as one CUDA graph, as the engine replays its decode step:
 
-    decode_attention_time_us     median time of one call
+    decode_attention_time_us     time of one call: a graph's mean call on a GPU, the median call on a CPU
     decode_attention_gbps        the K and V buffer's bytes over that time
     decode_attention_ns_per_position   the time over the positions, a call's fixed cost included: where
                                  fewer (sequence, KV head) thread blocks run than the device has SMs,
@@ -31,11 +32,14 @@ from parbench.config.schema import Config
 from parbench.distenv import DistEnv
 from parbench.dtypes import torch_dtype
 from parbench.metrics.flops import attended_positions
-from parbench.metrics.timing import calls_time_each_makes, time_each
+from parbench.metrics.timing import calls_time_each_makes, time_each, time_graphed
 from parbench.models.kv_cache import one_token_attention
 from parbench.workloads.microbench.common import copies_to_exceed, rank_mean, shape_name
 from parbench.workloads.reporting import StepReporter
 from parbench.workloads.specs.microbench import parse_size
+
+
+DECODE_GRAPH_CALLS = 32  # a graph's calls at the least: a step of that many layers
 
 
 def forward_flops(shape: list[int], causal: bool) -> float:
@@ -71,12 +75,16 @@ def decode_cache_bytes(shape: list[int], dtype: torch.dtype) -> int:
 
 def time_decode(shape: list[int], dtype: torch.dtype, device: torch.device, iters: int, warmup: int,
                 rotate_bytes: int) -> float:
-    """Median seconds of one decode step's attention over a [batch, heads, kv_heads, positions,
-    head_dim] cache, as the engine's static step calls it; the calls take caches in turn, as the
-    engine's layers do, so that none is read from L2."""
+    """Seconds of one decode step's attention over a [batch, heads, kv_heads, positions, head_dim] cache,
+    as the engine's static step calls it: on a GPU the mean call of a CUDA graph of them replayed `iters`
+    times (the engine replays its decode step so: no launch between its calls), else the median call.
+    The calls take caches in turn, as the engine's layers do, so that none is read from L2."""
     batch, heads, kv_heads, positions, head_dim = shape
     q = torch.randn(batch, heads, 1, head_dim, dtype=dtype, device=device)
-    copies = min(copies_to_exceed(rotate_bytes, decode_cache_bytes(shape, dtype)), calls_time_each_makes(iters, warmup))
+    copies = copies_to_exceed(rotate_bytes, decode_cache_bytes(shape, dtype))
+    graphed = device.type == "cuda"
+    if not graphed:
+        copies = min(copies, calls_time_each_makes(iters, warmup))
     caches = [[torch.randn(batch, kv_heads, positions, head_dim, dtype=dtype, device=device) for _ in range(2)]
               for _ in range(copies)]
     visible = torch.ones(1, positions, dtype=torch.bool, device=device)
@@ -84,6 +92,8 @@ def time_decode(shape: list[int], dtype: torch.dtype, device: torch.device, iter
     def call(i: int) -> None:
         one_token_attention(q, *caches[i % len(caches)], visible)
 
+    if graphed:
+        return time_graphed(call, max(copies, DECODE_GRAPH_CALLS), iters)
     return statistics.median(time_each(call, iters, device, warmup=warmup))
 
 

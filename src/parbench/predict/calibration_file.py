@@ -1,0 +1,99 @@
+"""A calibration profile on disk: where the shipped and the user's profiles live, and a profile read
+(each figure checked, with what to give where one cannot be read) and written."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Dict
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from parbench.config import ConfigError
+from parbench.paths import CONF_DIR
+from parbench.predict.calibration import ATTENTION_FIELDS, IDLE_UNIT, VERSION, Calibration
+
+CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
+
+
+def user_calibration_dir() -> Path:
+    """Where `parbench calibrate` saves this machine's profiles (outside the source tree)."""
+    cache = os.environ.get("PARBENCH_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "parbench"
+    return Path(cache) / "calibrations"
+
+
+def calibration_path(ref: str) -> Path:
+    """A file path, or a profile name: the user's (user_calibration_dir) before the shipped one."""
+    path = Path(ref)
+    if path.suffix in (".yaml", ".yml", ".json"):
+        return path
+    mine = user_calibration_dir() / f"{ref}.yaml"
+    return mine if mine.exists() else CALIBRATION_DIR / f"{ref}.yaml"
+
+
+def load_calibration(ref: str) -> Calibration:
+    path = calibration_path(ref)
+    if not path.exists():
+        raise ConfigError(f"calibration={ref}: {path} does not exist; run `parbench calibrate` or name one of "
+                          f"{', '.join(sorted(p.stem for p in CALIBRATION_DIR.glob('*.yaml'))) or 'none yet'}")
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(Calibration), OmegaConf.load(path))
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"calibration file {path}: {e}".splitlines()[0]) from None
+    cal: Calibration = OmegaConf.to_object(node)
+    if cal.version != VERSION:
+        raise ConfigError(f"calibration file {path} has version {cal.version}, this parbench reads version "
+                          f"{VERSION}: run `parbench calibrate` again")
+    check_decode_attention(path, cal.decode_attention_s)
+    check_widths(path, "attention_widths", cal.attention_widths, r"[1-9][0-9]*", "'64'", ATTENTION_FIELDS)
+    for mode, figures in cal.device_idle_s.items():
+        if mode not in IDLE_UNIT or set(figures) != {"per_step", IDLE_UNIT[mode]} or min(figures.values()) < 0:
+            raise ConfigError(f"calibration file {path}: device_idle_s[{mode!r}] = {dict(figures)}: give eager with "
+                              "per_step and per_dispatch, compiled with per_step and per_layer, none negative, or run "
+                              "`parbench calibrate` again")
+    check_decode_gemms(path, cal)
+    return cal
+
+
+def check_decode_gemms(path: Path, cal: Calibration) -> None:
+    """decode_gemm_s keyed by a whole number of bytes, each time positive, and a positive bandwidth beyond them."""
+    if not cal.decode_gemm_s:
+        return
+    if (not all(re.fullmatch(r"[1-9][0-9]*", b) for b in cal.decode_gemm_s)
+            or min(cal.decode_gemm_s.values()) <= 0 or cal.decode_gemm_gbps <= 0):
+        raise ConfigError(f"calibration file {path}: decode_gemm_s = {dict(cal.decode_gemm_s)} with decode_gemm_gbps = "
+                          f"{cal.decode_gemm_gbps}: give seconds by weight bytes (e.g. '8192': 2.2e-06), all positive, "
+                          "and a positive decode_gemm_gbps, or run `parbench calibrate` again")
+
+
+def check_decode_attention(path: Path, table: Dict[str, Dict[str, float]]) -> None:
+    """decode_attention_s keyed by kind, each with two lengths at each of two or more block counts, every
+    time positive."""
+    for kind, calls in table.items():
+        shapes = [re.fullmatch(r"([1-9][0-9]*)x[1-9][0-9]*", k) for k in calls]
+        lengths = Counter(m[1] for m in shapes if m)  # the lengths at each block count
+        if (not re.fullmatch(r"[1-9][0-9]*(/mha)?", kind) or not all(shapes) or min(calls.values(), default=0) <= 0
+                or len(lengths) < 2 or min(lengths.values()) < 2):
+            raise ConfigError(f"calibration file {path}: decode_attention_s[{kind!r}] = {dict(calls)}: give a kind such as "
+                              "'64' or '128/mha' with seconds by 'BLOCKSxPOSITIONS', two lengths at each of two or more "
+                              "block counts, all positive, or run `parbench calibrate` again")
+
+
+def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key: str, example: str,
+                 fields: tuple[str, ...]) -> None:
+    """Each entry of a per-head-width field keyed as `key` matches, with exactly `fields`, none negative."""
+    for width, figures in widths.items():
+        if not re.fullmatch(key, width) or set(figures) != set(fields) or not all(v >= 0 for v in figures.values()):
+            raise ConfigError(f"calibration file {path}: {name}[{width!r}] = {dict(figures)}: give a head width such "
+                              f"as {example} with {', '.join(fields)}, none negative, or run `parbench calibrate` again")
+
+
+def save_calibration(cal: Calibration, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# parbench calibration profile (docs/plan.md), format version {VERSION}\n"
+                    + OmegaConf.to_yaml(OmegaConf.structured(asdict(cal))))
+    return path
