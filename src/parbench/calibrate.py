@@ -106,9 +106,12 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
     if cfg.hardware.device_type == "cuda" and "decode_matmul" not in results:
         notes.append("no decode_matmul run: a decode step's weights at the memory's bandwidth")
-    # weight_read_factor reset: without the run that fits it the base's would stand in for this machine's
+    if cfg.hardware.device_type == "cuda" and not decode_attention_table(results.get("attention", {}))["decode_attention_s"]:
+        notes.append("no decode attention calls (two or more lengths at each of two or more block counts of a kind): "
+                     "a decode step's KV cache at the memory's bandwidth")
+    # the read factors reset: without the runs that fit them the base's would stand in for this machine's
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
-                  weight_read_factor=1.0, dtype=cfg.workload.dtype,
+                  weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype,
                   **matmul_figures(results["matmul"]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),

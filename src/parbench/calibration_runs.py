@@ -1,7 +1,7 @@
 """The runs `parbench calibrate` makes, by name, at the sizes of a CPU or of a GPU: the
 microbenchmarks (matmul, attention, memory bandwidth, collectives), the calibration model's training
-step eager and compiled under each checkpointing mode and with Qwen3's q/k norms, the native engine at two depths and
-at a large batch, and the tiny
+step eager and compiled under each checkpointing mode and with Qwen3's q/k norms, the native engine at two depths
+(and on a CPU at a large batch), and the tiny
 models whose steps are the host's dispatch (predict/learn.py and predict/host_fit.py fit them)."""
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
+from parbench.calibration_runs import INFER_TINY_PREFIX
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -84,10 +85,14 @@ def decode_attention_metrics(shapes: list[list[int]], truth: Calibration) -> dic
 
 
 class FakeRuns:
-    """subprocess.run for the calibration's runs: writes the job's results.json; interrupts at `stop`."""
+    """subprocess.run for the calibration's runs: writes the job's results.json; interrupts at `stop`. The
+    tiny model's inference runs are made by `tiny_truth` where given (its layers cost what a real width's
+    do not)."""
 
-    def __init__(self, overrides: list[str], stop: str | None = None, truth: Calibration = TRUTH):
+    def __init__(self, overrides: list[str], stop: str | None = None, truth: Calibration = TRUTH,
+                 tiny_truth: Calibration | None = None):
         self.overrides, self.stop, self.names, self.truth = overrides, stop, [], truth
+        self.tiny_truth = tiny_truth or truth
 
     def __call__(self, cmd, **kwargs):
         if "parbench" not in cmd:
@@ -98,7 +103,8 @@ class FakeRuns:
             raise KeyboardInterrupt
         self.names.append(name)
         job_dir.mkdir(parents=True, exist_ok=True)
-        (job_dir / "results.json").write_text(json.dumps({"metrics": synthetic_metrics(self.overrides, name, self.truth)}))
+        truth = self.tiny_truth if name.startswith(INFER_TINY_PREFIX) else self.truth
+        (job_dir / "results.json").write_text(json.dumps({"metrics": synthetic_metrics(self.overrides, name, truth)}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
 
@@ -158,7 +164,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
                     optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
                                                           "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
-    monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth))
+    tiny = replace(truth, decode_host_s={"per_step": 50e-6, "per_layer": 12e-6})
+    monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth, tiny_truth=tiny))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
     assert any(o.startswith("workload.decode_shapes=") for o in runs["attention"])
@@ -175,7 +182,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
     assert cal.weight_read_factor == 1.0
-    assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)
+    assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)  # the step's the tiny model's, the layer's the 1B's
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
                                                        pytest.approx(truth.head_grad_bytes, rel=1e-2))
     assert cal.optimizer_factor == pytest.approx(truth.optimizer_factor, rel=1e-3)
@@ -183,12 +190,19 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
         assert cal.device_idle_s[mode] == pytest.approx(figures, rel=1e-3), mode
 
 
-@pytest.mark.parametrize("calls", [{"wide": {"8x1024": 1e-5}}, {"64": {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5}},
-                                   {"64": {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5, "512by4096": 4e-5}},
-                                   {"64": {"8x1024": 1e-5, "8x4096": 0.0, "512x1024": 3e-5, "512x4096": 4e-5}}])
+VALID_CALLS = {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5, "512x4096": 4e-5}
+
+
+@pytest.mark.parametrize("calls", [{"wide": VALID_CALLS}, {"64": {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5}},
+                                   {"64": {**VALID_CALLS, "512by4096": 4e-5}}, {"64": {**VALID_CALLS, "8x4096": 0.0}},
+                                   {"64": {**VALID_CALLS, "8x4096": float("nan")}}, {"64": {**VALID_CALLS, "8x4096": 5e-6}},
+                                   {"64": {**VALID_CALLS, "512x1024": 5e-6}}])
 def test_a_profile_with_decode_attention_calls_that_cannot_be_read_is_refused(tmp_path, calls):
     """A kind that is not a head width, a block count at one length, a shape that is not BLOCKSxPOSITIONS,
-    a call of no time: each refused on load with what to give."""
+    a call of no time or of no number, a call faster than a shorter one at its count or than the fewest
+    blocks' at its length: each refused on load with what to give."""
+    save_calibration(replace(load_calibration("h100_sxm"), decode_attention_s={"64": VALID_CALLS}), tmp_path / "ok.yaml")
+    assert load_calibration(str(tmp_path / "ok.yaml")).decode_attention_s == {"64": VALID_CALLS}
     path = save_calibration(replace(load_calibration("h100_sxm"), decode_attention_s=calls), tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"decode_attention_s\[.*BLOCKSxPOSITIONS"):
         load_calibration(str(path))

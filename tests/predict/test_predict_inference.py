@@ -13,9 +13,11 @@ from parbench.metrics.inference_cost import prefill_attention_flops
 from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.calibration_file import load_calibration
 from parbench.predict.costs import gemm_seconds
 from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference
 from parbench.predict.layout import Layout
+from parbench.predict.profiles import in_dtype
 from parbench.models.shapes import model_shapes, param_counts
 from conftest import compose
 
@@ -193,6 +195,43 @@ def test_a_decode_steps_attention_takes_its_calls_time_by_kind_blocks_and_positi
     graphed = prediction("workload.decode_mode=compile", cal=cal)[1]  # a static step reads its whole buffer
     whole = cal.decode_attention_call_s(64, True, w.batch_size * m.kv_heads, w.input_len + w.output_len)
     assert graphed.decode.memory_s == pytest.approx(weights / 10e9 + m.layers * whole)
+
+
+def test_a_decode_call_is_read_along_every_measured_count_and_length():
+    """A count or length between others is a corner of the polyline, not passed over: 64 blocks measured
+    at 90 µs make 64 blocks cost 90 µs; beyond the last segment the line goes on."""
+    cal = replace(CAL, decode_attention_s={"64": {"8x1024": 20e-6, "8x2048": 30e-6, "8x4096": 50e-6, "64x1024": 90e-6,
+                                                  "64x4096": 120e-6, "512x1024": 100e-6, "512x4096": 200e-6}})
+    assert cal.decode_attention_call_s(64, True, 64, 1024) == pytest.approx(90e-6)
+    assert cal.decode_attention_call_s(64, True, 8, 1536) == pytest.approx(25e-6)  # between the first two lengths
+    assert cal.decode_attention_call_s(64, True, 8, 6144) == pytest.approx(70e-6)  # on from the last two
+    assert cal.decode_attention_call_s(64, True, 960, 1024) == pytest.approx(110e-6)  # on from 64 and 512 blocks
+
+
+def test_a_decode_calls_blocks_are_a_ranks_and_its_positions_a_windows():
+    """Under tp each rank runs its share of the KV heads; an eager step over a sliding window reads the
+    window, not the mean context."""
+    table = {"64": {"1x16": 1e-6, "1x4096": 100e-6, "64x16": 2e-6, "64x4096": 200e-6}}
+    cal = replace(CAL, decode_attention_s=table)
+    cfg, one = prediction("workload.decode_mode=eager", cal=cal)
+    two = prediction("workload.decode_mode=eager", "parallel=tp", cal=cal)[1]
+    m, w = cfg.model, cfg.workload
+    call = lambda blocks, positions: m.layers * cal.decode_attention_call_s(16, True, blocks, positions)  # noqa: E731
+    weights = param_counts(m).matmul_active * FP32
+    assert one.decode.memory_s == pytest.approx(weights / 10e9 + call(w.batch_size * m.kv_heads, 36))
+    assert two.decode.memory_s == pytest.approx(weights / 2 / 10e9 + call(w.batch_size * m.kv_heads // 2, 36))
+    windowed = prediction("workload.decode_mode=eager", "model.sliding_window=20", cal=cal)[1]
+    assert windowed.decode.memory_s == pytest.approx(weights / 10e9 + call(w.batch_size * m.kv_heads, 20))
+
+
+def test_an_fp32_run_on_a_bf16_profile_reads_its_decode_calls_at_twice_the_bytes_a_position():
+    cal = load_calibration("h100_sxm")
+    fp32 = in_dtype(cal, compose("hardware=h100_sxm", "hardware.gpus_per_node=1").hardware, "fp32")
+    for kind, calls in cal.decode_attention_s.items():
+        for shape, seconds in calls.items():
+            blocks, positions = (int(v) for v in shape.split("x"))
+            assert fp32.decode_attention_call_s(int(kind.split("/")[0]), "mha" not in kind, blocks, positions / 2) \
+                == pytest.approx(seconds)
 
 
 def test_tp2_halves_the_bytes_per_device_and_adds_two_all_reduces_per_layer():

@@ -107,3 +107,12 @@ def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
 def on_line(x: float, x0: float, y0: float, x1: float, y1: float) -> float:
     """y at x on the line through (x0, y0) and (x1, y1) (y0 where x0 == x1)."""
     return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def along(points: list[tuple[float, float]], x: float) -> float:
+    """y at x on the polyline through (x, y) points, beyond either end on its end segment (one point: its y)."""
+    points = sorted(points)
+    if len(points) == 1:
+        return points[0][1]
+    i = next((i for i in range(1, len(points) - 1) if x <= points[i][0]), len(points) - 1)
+    return on_line(x, *points[i - 1], *points[i])

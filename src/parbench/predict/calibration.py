@@ -12,9 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from parbench.metrics.fits import on_line
+from parbench.metrics.fits import along, on_line
 
-VERSION = 2  # 2: recompute is a share of the blocks' forward (1: of the whole forward)
+VERSION = 3  # 3: decode attention by call shape (2: recompute a share of the blocks' forward; 1: of the whole)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
 
@@ -133,8 +133,9 @@ class Calibration:
     # A decode step's attention call by its shape, from the attention microbenchmark's decode shapes (a
     # GPU's), by kind: "64", "128" (grouped queries) and "64/mha", "128/mha" (one query per KV head). Each
     # holds the seconds of one call by "BLOCKSxPOSITIONS" (blocks: sequences x KV heads; positions: the
-    # cache's length), two lengths at each of two or more block counts: a call's time is a line in the
-    # positions at each count, and a line between the counts. Empty where not measured: the cache at kv_read_factor.
+    # cache's length), two or more lengths at each of two or more block counts: a call's time is read along
+    # the lengths at each count, then along the counts (piecewise linear, the end segments extended). Empty
+    # where not measured: the cache at kv_read_factor.
     decode_attention_s: Dict[str, Dict[str, float]] = field(default_factory=dict)
     notes: Optional[str] = None
 
@@ -184,16 +185,20 @@ class Calibration:
     def decode_attention_call_s(self, head_dim: int, grouped: bool, blocks: float, positions: float) -> float:
         """One decode attention call over `positions` cached positions in `blocks` (sequence, KV head) pairs:
         the decode_attention_s kind nearest this one (the same kind where measured, the nearest head width, the
-        wider of two as near); fewer blocks than its fewest take as long as its fewest, one wave of them."""
-        same_kind = [k for k in self.decode_attention_s if k.endswith("/mha") != grouped] or list(self.decode_attention_s)
+        wider of two as near), along its lengths at each block count and then along the counts; fewer blocks
+        than its fewest take as long as its fewest, one wave of them."""
+        kinds = [k for k, calls in self.decode_attention_s.items() if calls]
+        if not kinds:
+            raise ValueError("decode_attention_s holds no calls")
+        same_kind = [k for k in kinds if k.endswith("/mha") != grouped] or kinds
         widths = {k: int(k.split("/")[0]) for k in same_kind}
         table = self.decode_attention_s[min(same_kind, key=lambda k: (abs(widths[k] - head_dim), -widths[k]))]
         lengths: dict[int, list[tuple[int, float]]] = defaultdict(list)
         for shape, seconds in table.items():
-            lengths[int(shape.split("x")[0])].append((int(shape.split("x")[1]), seconds))
-        at = {count: on_line(positions, *min(points), *max(points)) for count, points in lengths.items()}
-        fewest, most = min(at), max(at)
-        return max(0.0, on_line(max(blocks, fewest), fewest, at[fewest], most, at[most]))
+            count, length = (int(v) for v in shape.split("x"))
+            lengths[count].append((length, seconds))
+        at = [(count, along(points, positions)) for count, points in lengths.items()]
+        return max(0.0, along(at, max(blocks, min(lengths))))
 
     def inference_host(self, phase: str, layers: float) -> float:
         """Host seconds of one prefill or decode step of a model with this many layers per rank."""

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections import Counter
+from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 from typing import Dict
@@ -64,23 +65,41 @@ def check_decode_gemms(path: Path, cal: Calibration) -> None:
     if not cal.decode_gemm_s:
         return
     if (not all(re.fullmatch(r"[1-9][0-9]*", b) for b in cal.decode_gemm_s)
-            or min(cal.decode_gemm_s.values()) <= 0 or cal.decode_gemm_gbps <= 0):
+            or not all_positive([*cal.decode_gemm_s.values(), cal.decode_gemm_gbps])):
         raise ConfigError(f"calibration file {path}: decode_gemm_s = {dict(cal.decode_gemm_s)} with decode_gemm_gbps = "
                           f"{cal.decode_gemm_gbps}: give seconds by weight bytes (e.g. '8192': 2.2e-06), all positive, "
                           "and a positive decode_gemm_gbps, or run `parbench calibrate` again")
 
 
 def check_decode_attention(path: Path, table: Dict[str, Dict[str, float]]) -> None:
-    """decode_attention_s keyed by kind, each with two lengths at each of two or more block counts, every
-    time positive."""
+    """decode_attention_s keyed by kind, each call by 'BLOCKSxPOSITIONS' and a finite positive time, two or
+    more lengths at each of two or more block counts, no call faster than a shorter one at its count nor
+    than the fewest blocks' at its length (the lines extended past them would fall to nothing)."""
     for kind, calls in table.items():
-        shapes = [re.fullmatch(r"([1-9][0-9]*)x[1-9][0-9]*", k) for k in calls]
-        lengths = Counter(m[1] for m in shapes if m)  # the lengths at each block count
-        if (not re.fullmatch(r"[1-9][0-9]*(/mha)?", kind) or not all(shapes) or min(calls.values(), default=0) <= 0
-                or len(lengths) < 2 or min(lengths.values()) < 2):
+        shapes = [re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", k) for k in calls]
+        by_count: dict[int, dict[int, float]] = defaultdict(dict)
+        for m, seconds in zip(shapes, calls.values()):
+            if m:
+                by_count[int(m[1])][int(m[2])] = seconds
+        fewest = by_count[min(by_count)] if by_count else {}
+        if (not re.fullmatch(r"[1-9][0-9]*(/mha)?", kind) or not all(shapes) or not all_positive(calls.values())
+                or len(by_count) < 2 or min(map(len, by_count.values())) < 2
+                or not all(rising(times) and all(t >= fewest.get(n, 0.0) for n, t in times.items())
+                           for times in by_count.values())):
             raise ConfigError(f"calibration file {path}: decode_attention_s[{kind!r}] = {dict(calls)}: give a kind such as "
-                              "'64' or '128/mha' with seconds by 'BLOCKSxPOSITIONS', two lengths at each of two or more "
-                              "block counts, all positive, or run `parbench calibrate` again")
+                              "'64' or '128/mha' with seconds by 'BLOCKSxPOSITIONS', two or more lengths at each of two "
+                              "or more block counts, all finite and positive, none below a shorter call at its block "
+                              "count or the fewest blocks' at its length, or run `parbench calibrate` again")
+
+
+def all_positive(values) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
+
+
+def rising(times: dict[int, float]) -> bool:
+    """Each time at least the one before it, by key."""
+    ordered = [times[k] for k in sorted(times)]
+    return all(b >= a for a, b in zip(ordered, ordered[1:]))
 
 
 def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key: str, example: str,

@@ -278,9 +278,9 @@ def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> 
 
 def decode_step(layout: Layout, counts: ParamCounts, cal: Calibration) -> Forward:
     """One token per sequence: the weights and the KV cache read once (the weights by the decode
-    GEMMs' calls, the cache at the mean context, or the static step's whole buffer, at its calibrated
-    read rate and no faster than a static step's attention floor), or its FLOPs when the batch is large
-    enough to make the step compute-bound, plus its collectives."""
+    GEMMs' calls; the cache by each layer's attention call at its calibrated time by shape, or without
+    those at the mean context, or the static step's whole buffer, at kv_read_factor), or its FLOPs when
+    the batch is large enough to make the step compute-bound, plus its collectives."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = decode_flops(m, counts, w.batch_size, mean_decode_context(w.input_len, w.output_len))
     weights, kv_cache = decode_bytes_per_step(m, counts, w, layout.dtype_bytes)

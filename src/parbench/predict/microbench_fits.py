@@ -6,7 +6,7 @@ dp and fsdp runs measured (docs/plan.md, Calibration)."""
 from __future__ import annotations
 
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from parbench.config.schema import HardwareConfig
@@ -105,11 +105,13 @@ def decode_attention_table(metrics: dict) -> dict[str, Any]:
     """decode_attention_s from the attention microbenchmark's decode shapes: each kind's calls, seconds by
     'BLOCKSxPOSITIONS' (blocks: sequences x KV heads), where it holds two lengths at each of two or more
     block counts (empty without them: the base profile's calls are not this machine's)."""
-    table: dict[str, dict[str, float]] = {}
+    calls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for key, us in metrics.items():
         if key.startswith("decode_attention_time_us/"):
             batch, _, kv_heads, positions, _ = shape = [int(v) for v in key.split("/")[1].split("x")]
-            table.setdefault(decode_attention_class(shape), {})[f"{batch * kv_heads}x{positions}"] = us * 1e-6
+            calls[decode_attention_class(shape)][f"{batch * kv_heads}x{positions}"].append(us * 1e-6)
+    # shapes of one kind with as many blocks and positions (a batch and heads split otherwise): their mean
+    table = {kind: {shape: statistics.mean(times) for shape, times in shapes.items()} for kind, shapes in calls.items()}
     lengths = {kind: Counter(shape.split("x")[0] for shape in calls) for kind, calls in table.items()}
     table = {kind: calls for kind, calls in table.items() if len(lengths[kind]) > 1 and min(lengths[kind].values()) > 1}
     return {"decode_attention_s": table}

@@ -8,6 +8,7 @@ from typing import Optional
 
 from parbench.config import ConfigError
 from parbench.config.schema import HardwareConfig
+from parbench.dtypes import ITEMSIZE
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.calibration_file import calibration_path, load_calibration
 
@@ -61,16 +62,28 @@ def calibration_for(hw: HardwareConfig, dtype: str, ref: Optional[str]) -> Calib
     return spec_calibration(hw, dtype)
 
 
+def decode_calls_in(table: dict[str, dict[str, float]], measured: str, dtype: str) -> dict[str, dict[str, float]]:
+    """Decode attention calls measured in one dtype keyed by the positions of another that read as many bytes."""
+    def positions(shape: str) -> str:
+        blocks, length = shape.split("x")
+        return f"{blocks}x{max(1, round(int(length) * ITEMSIZE[measured] / ITEMSIZE[dtype]))}"
+
+    return {kind: {positions(shape): s for shape, s in calls.items()} for kind, calls in table.items()}
+
+
 def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
     """A profile measured in another dtype, its GEMM and attention rates scaled by the two dtypes' peaks
-    (an fp32 run on a bf16 profile: 67 / 989 on an H100); bytes and host times do not depend on it."""
+    (an fp32 run on a bf16 profile: 67 / 989 on an H100), its decode attention calls by the bytes they read
+    (an fp32 cache of 512 positions reads what a bf16 one of 1,024 does); bytes and host times do not
+    depend on it."""
     peaks = hw.peak_tflops
     if cal.dtype == dtype or dtype not in peaks or cal.dtype not in peaks:
         return cal
     r = peaks[dtype] / peaks[cal.dtype]
     rates = ("attention_tflops", "attention_forward_tflops")
     widths = {k: {f: v * r if f in rates else v for f, v in figures.items()} for k, figures in cal.attention_widths.items()}
-    return replace(cal, dtype=dtype, matmul_tflops=cal.matmul_tflops * r, attention_tflops=cal.attention_tflops * r,
+    return replace(cal, dtype=dtype, decode_attention_s=decode_calls_in(cal.decode_attention_s, cal.dtype, dtype),
+                   matmul_tflops=cal.matmul_tflops * r, attention_tflops=cal.attention_tflops * r,
                    attention_forward_tflops=cal.attention_forward_tflops * r, attention_widths=widths,
                    matmul_half_gflop=cal.matmul_half_gflop * r,
                    source=f"{cal.source} (its {cal.dtype} rates x {r:.3g} for {dtype})")
