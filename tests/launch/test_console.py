@@ -17,6 +17,13 @@ def test_kineto_marker_is_cut_out_of_a_joined_step_line():
     assert console.shown("\n") == "\n"
 
 
+def test_two_ranks_interleaved_kineto_markers_are_cut_out_whole():
+    """Two ranks' markers written at once: "USDTUSDT:<first>:<second>", the second without its "USDT"."""
+    other = KINETO.replace("USDT", "").replace("12081", "12082")
+    assert Console().shown("USDT" + KINETO + other + "\n") is None
+    assert Console().shown(other + "[parbench] step 11/13 (profile)\n") == "[parbench] step 11/13 (profile)\n"
+
+
 def test_torchrun_teardown_stays_off_the_terminal():
     console = Console()
     assert console.shown("[rank0]: Traceback (most recent call last):\n") is None

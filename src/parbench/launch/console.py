@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-# Kineto's start/stop marker of every profiler window, printed with or without its own newline.
-KINETO_MARKER = re.compile(r"USDT:[^\]\n]*\] profiler_\w+")
+# Kineto's start/stop marker of every profiler window, printed with or without its own newline; two
+# ranks' markers can interleave ("USDTUSDT:<first>:<second>"), each then without its "USDT".
+KINETO_MARKER = re.compile(r"(?:USDT)*:\d{4}-\d\d-\d\d [\d:]+ \d+:\d+ \w+\.cpp:\d+\] profiler_\w+")
 RANK_DUMP = re.compile(r"^\[rank\d+\]:")
 AGENT_LOG = re.compile(r"^[EWI]\d{4} [\d:.]+ +\d+ torch/distributed/")
 AGENT_FAILED = re.compile(r"failed \(exitcode: |SignalException|ChildFailedError")
