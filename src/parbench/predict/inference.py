@@ -235,12 +235,8 @@ def static_cache_share(layout: Layout) -> float:
     the window): the static-shape step (graph, compile) attends the whole buffer (input_len +
     output_len positions, the later ones and those outside a sliding window masked)."""
     w, m = layout.cfg.workload, layout.cfg.model
-    if not static_decode(layout.cfg):
-        return 1.0
     modelled = mean_decode_context(w.input_len, w.output_len)  # what decode_bytes_per_step counts
-    if m.sliding_window:  # the static step masks the window, and still reads the whole buffer
-        modelled = min(modelled, m.sliding_window)
-    return (w.input_len + w.output_len) / modelled
+    return attended_cache(layout) / (min(modelled, m.sliding_window) if m.sliding_window else modelled)
 
 
 # Projections the static decode modes (graph, compile) run as one GEMM each (llama.fuse_projections)
