@@ -8,7 +8,8 @@ unrecorded and workload.repeats recorded rounds on batches 0, 1, ...; each round
   A. parbench's measurement (the worker's timed_batch: TTFT and TPOT per request from vLLM's request
      stats, the batch's p50 from latency_metrics);
   B. vLLM's `vllm bench latency` way: the wall clock around llm.generate, with max_tokens=1 (TTFT) and
-     with output_len tokens (E2E); TPOT = (E2E - TTFT) / (output_len - 1).
+     with output_len tokens (E2E), each the median of WALL_CLOCK_PAIRS alternating calls (TPOT is their
+     difference, which one noisy pair can turn negative); TPOT = (E2E - TTFT) / (output_len - 1).
 A and B alternate, so a drift of the engine's speed over the run falls on both; each round gives a
 paired difference (A - B) / B. Prints parbench's p50 over all rounds against B's median, and the
 paired differences' median with its spread (the median's interval over rounds, stats.confidence):
@@ -36,6 +37,7 @@ from parbench.workloads.inference.vllm_engine.run import (batch_prompts, build_l
 TOLERANCE_PCT = float(os.environ.get("AGREEMENT_TOLERANCE_PCT", "3"))
 NAMES = ("ttft_s", "tpot_s", "e2e_s")
 CHECKED = ("ttft_s", "tpot_s")
+WALL_CLOCK_PAIRS = 3
 
 
 def start_engine(cfg: Config, out: Path):
@@ -57,7 +59,13 @@ def one_round(cfg: Config, llm, vllm, index: int) -> dict:
     batch, outputs = timed_batch(cfg, llm, sampling(vllm, w.output_len), index)
     figures = latency_metrics([batch], w.output_len, cfg.stats.confidence)
     prompts = batch_prompts(cfg, index)
-    ttft, e2e = wall_s(llm, prompts, sampling(vllm, 1)), wall_s(llm, prompts, sampling(vllm, w.output_len))
+    pairs = [(wall_s(llm, prompts, sampling(vllm, 1)), wall_s(llm, prompts, sampling(vllm, w.output_len)))
+             for _ in range(WALL_CLOCK_PAIRS)]
+    ttft, e2e = (statistics.median(times) for times in zip(*pairs))
+    if e2e <= ttft:
+        raise SystemExit(f"vllm_agreement: generating {w.output_len} tokens took no longer than 1 "
+                         f"({1e3 * e2e:.2f} <= {1e3 * ttft:.2f} ms), so the wall clock gives no TPOT: raise "
+                         "workload.output_len")
     return {"batch": batch, "parbench": {n: figures[f"{n}_p50"] for n in NAMES},
             "first_token_latency": statistics.median(o.metrics.first_token_latency for o in outputs),
             "vllm_generate": {"ttft_s": ttft, "tpot_s": (e2e - ttft) / (w.output_len - 1), "e2e_s": e2e}}

@@ -145,7 +145,7 @@ def test_agreement_benchmark_gives_both_measurements_per_round(tmp_path):
     rounds = 3
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_agreement.py"
     proc = subprocess.run([sys.executable, str(script),
-                           str(tmp_path), *TINY, "hardware=cpu", "workload.input_len=16", "workload.output_len=4",
+                           str(tmp_path), *TINY, "hardware=cpu", "workload.input_len=16", "workload.output_len=16",
                            "workload.batch_size=2", f"workload.repeats={rounds}", "workload.profile=false"],
                           capture_output=True, text=True, timeout=540)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
