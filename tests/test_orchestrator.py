@@ -62,3 +62,20 @@ def test_sweep_has_parent_and_one_child_per_job(cli):
     assert_comm_metrics(by_layout.loc["fsdp"], ("all_gather", "all_reduce"))
     # Same seed, same global batch: DDP and FSDP train identically.
     assert cli.losses(0) == pytest.approx(cli.losses(1), rel=1e-5)
+
+
+def test_a_mistyped_subcommand_names_the_subcommands_instead_of_a_hydra_traceback():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "parbench", "predict", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "no subcommand 'predict'" in proc.stderr and "report, plan, calibrate, sync" in proc.stderr
+
+
+@pytest.mark.parametrize("word", ["report", "-m", "model=tiny", "+x=1", "~workload.profile"])
+def test_subcommands_options_and_overrides_are_not_mistaken_for_a_subcommand(word):
+    from parbench.__main__ import unknown_subcommand
+
+    assert unknown_subcommand(word) is None

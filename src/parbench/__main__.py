@@ -34,9 +34,20 @@ def run(cfg: DictConfig) -> dict:
     return run_job(cfg)
 
 
+def unknown_subcommand(word: str) -> str | None:
+    """What to say of a first argument that is neither a subcommand, an option nor an override (Hydra
+    would answer with a parse traceback)."""
+    if word in SUBCOMMANDS or word.startswith(("-", "~")) or "=" in word:  # ~key: a deletion
+        return None
+    return (f"parbench: no subcommand {word!r}; the subcommands are {', '.join(SUBCOMMANDS)}, "
+            "and a run takes Hydra overrides key=value (python -m parbench --help lists the config groups)")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:  # loaded only when asked for (report: matplotlib)
         sys.exit(load_ref(SUBCOMMANDS[sys.argv[1]])(sys.argv[2:]))
+    if len(sys.argv) > 1 and (message := unknown_subcommand(sys.argv[1])):
+        sys.exit(message)
     INTERRUPTS.install()  # before Hydra starts: a Ctrl-C during start-up stops the sweep cleanly too
     run()
 
