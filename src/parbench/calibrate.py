@@ -34,7 +34,7 @@ from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures, fit_links,
-                                             matmul_figures)
+                                             matmul_figures, prefill_gemm_figures)
 from parbench.workloads.specs.microbench import human_size
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_TINY_PREFIX, benchmark_layout,
                                       benchmarks)
@@ -106,6 +106,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
         f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
     if cfg.hardware.device_type == "cuda" and "decode_matmul" not in results:
         notes.append("no decode_matmul run: a decode step's weights at the memory's bandwidth")
+    if cfg.hardware.device_type == "cuda" and "prefill_matmul" not in results:
+        notes.append("no prefill_matmul run: a prefill GEMM's memory side at the memory's bandwidth")
     if cfg.hardware.device_type == "cuda" and not decode_attention_table(results.get("attention", {}))["decode_attention_s"]:
         notes.append("no decode attention calls (two or more lengths at each of two or more block counts of a kind): "
                      "a decode step's KV cache at the memory's bandwidth")
@@ -114,6 +116,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
                   weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype,
                   **matmul_figures(results["matmul"]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
+                  **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),
                   **attention_figures(results.get("attention", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
@@ -195,6 +198,15 @@ def decode_gemm_summary(cal: Calibration) -> str:
                                         for b, s in cal.decode_gemm_s.items())
 
 
+def prefill_gemm_summary(cal: Calibration, weight_bytes: int = 32 << 20) -> str:
+    """The prefill GEMMs' memory side at one size, by the measured row counts."""
+    counts = sorted({int(shape.split("x")[0]) for shape in cal.prefill_gemm_s})
+    if not counts:
+        return "prefill GEMMs: weights at the memory's bandwidth"
+    return f"prefill GEMMs on {human_size(weight_bytes)}: " + ", ".join(
+        f"{rows} rows {format_metric('latency_s', cal.prefill_gemm_seconds(rows, weight_bytes))}" for rows in counts)
+
+
 def decode_attention_summary(cal: Calibration) -> str:
     if not cal.decode_attention_s:
         return f"decode attention: KV cache read x{cal.kv_read_factor:.3g}"
@@ -223,7 +235,7 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
         f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
-        f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}",
+        f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}; {prefill_gemm_summary(cal)}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
         f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "
         f"element {cal.head_grad_bytes}, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "

@@ -36,6 +36,12 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              # 8 KiB (the tiny model's) to 512 MiB, shallow and deep: a call's time by the bytes it reads
              "decode_matmul": "[[8,64,64],[8,128,256],[8,256,1024],[8,1024,1024],[8,1024,4096],[8,4096,1024],[8,2048,2048],[8,2048,8192],[8,8192,2048],"
                               "[8,4096,4096],[8,4096,16384],[8,16384,4096],[8,8192,8192],[8,4096,65536]]",
+             # a prefill's GEMMs of few rows (the same weights and way, 16 to 256 rows: up to where their FLOPs set
+             # the time), which neither the rate curve nor the weights' read at the memory's bandwidth time (H100,
+             # Llama 2 7B at 256 rows: 1.1-1.4x the larger of the two)
+             "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in (16, 32, 64, 128, 256) for k, n in (
+                 (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
+                 (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
@@ -105,8 +111,8 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         "matmul": ["workload=matmul", f"workload.shapes={s['matmul']}", "workload.iters=20"],
         "attention": ["workload=attention", f"workload.shapes={s['attention']}", "workload.iters=20",
                       *([f"workload.decode_shapes={s['decode_attention']}"] if "decode_attention" in s else [])],
-        **({"decode_matmul": ["workload=matmul", f"workload.shapes={s['decode_matmul']}", "workload.b_transposed=true",
-                              "workload.graph_calls=40", "workload.iters=20"]} if "decode_matmul" in s else {}),
+        **{name: ["workload=matmul", f"workload.shapes={s[name]}", "workload.b_transposed=true", "workload.graph_calls=40",
+                  "workload.iters=20"] for name in ("decode_matmul", "prefill_matmul") if name in s},
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],

@@ -22,7 +22,7 @@ from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
 from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
-from parbench.predict.microbench_fits import decode_gemm_figures
+from parbench.predict.microbench_fits import decode_gemm_figures, prefill_gemm_figures
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import ATTENTION_WIDTHS, compose
@@ -46,9 +46,10 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {f"matmul_tflops/{n}x{n}x{n}": truth.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
     if name == "membw":
         return {"membw_gbps": truth.membw_gbps}
-    if name == "decode_matmul":  # bf16 weights, each call's fixed time and bytes
+    if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
-        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.decode_gemm_seconds(2 * k * n)
+        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (truth.decode_gemm_seconds(2 * k * n) if name == "decode_matmul"
+                                                      else truth.prefill_gemm_seconds(m, 2 * k * n))
                 for m, k, n in json.loads(run["workload.shapes"])}
     if name == "attention":  # one call of forward and backward, or of the forward, per shape
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))["attention"][1:])
@@ -142,6 +143,9 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
 
 # an H100's decode GEMMs (docs/results/2026-11-27_gemm31): a few µs at the tiny model's sizes, then a ramp
 DECODE_GEMM_S = {"8192": 2.2e-6, "2097152": 4.4e-6, "8388608": 6.6e-6, "134217728": 48.5e-6}
+# its prefill GEMMs' memory side at the fewest and most rows the run times (the rows between on the line)
+PREFILL_GEMM_S = {"16x8192": 2.2e-6, "16x2097152": 4.5e-6, "16x134217728": 48.7e-6, "16x536870912": 194e-6,
+                  "256x8192": 2.6e-6, "256x2097152": 6.6e-6, "256x134217728": 57.3e-6, "256x536870912": 230e-6}
 # and its decode attention calls (graph-replayed): one wave of blocks paced by positions, every SM busy by bytes
 DECODE_ATTENTION_S = {"64": {"8x1024": 25e-6, "8x4096": 68e-6, "512x1024": 73e-6, "512x4096": 242e-6},
                       "128": {"8x1024": 31e-6, "8x4096": 89e-6, "256x1024": 66e-6, "256x4096": 204e-6},
@@ -165,6 +169,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
                     optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
                                                           "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
     tiny = replace(truth, decode_host_s={"per_step": 50e-6, "per_layer": 12e-6})
+    truth, tiny = replace(truth, prefill_gemm_s=PREFILL_GEMM_S), replace(tiny, prefill_gemm_s=PREFILL_GEMM_S)
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth, tiny_truth=tiny))
     cfg, overrides = calibrate.local_config(one_gpu)
     runs = calibrate.benchmarks(cfg)
@@ -182,6 +187,10 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
     assert cal.weight_read_factor == 1.0
+    timed = json.loads(dict(o.split("=", 1) for o in runs["prefill_matmul"][1:])["workload.shapes"])
+    assert {(m, 2 * k * n) for m, k, n in timed} == {tuple(map(int, shape.split("x"))) for shape in cal.prefill_gemm_s}
+    assert [cal.prefill_gemm_seconds(m, 2 * k * n) for m, k, n in timed] == pytest.approx(
+        [truth.prefill_gemm_seconds(m, 2 * k * n) for m, k, n in timed])
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)  # the step's the tiny model's, the layer's the 1B's
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
                                                        pytest.approx(truth.head_grad_bytes, rel=1e-2))
@@ -227,6 +236,26 @@ def test_a_profile_whose_decode_gemms_cannot_be_read_is_refused(tmp_path, curve,
                             tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"decode_gemm_s = .*seconds by weight bytes"):
         load_calibration(str(path))
+
+
+@pytest.mark.parametrize("table", [{"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6},
+                                   {"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6, "256by2000": 5e-6},
+                                   {"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6, "256x2000": float("nan")}])
+def test_a_profile_whose_prefill_gemms_cannot_be_read_is_refused(tmp_path, table):
+    """One size at a row count, a shape that is not ROWSxBYTES, a time that is not a number: refused on load."""
+    path = save_calibration(replace(load_calibration("h100_sxm"), prefill_gemm_s=table), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"prefill_gemm_s = .*seconds by 'ROWSxBYTES'"):
+        load_calibration(str(path))
+
+
+def test_the_prefill_gemms_fit_keeps_each_rows_and_size_and_needs_two_of_each():
+    """The median where shapes share rows and size; one row count, or one size at a count, is no table."""
+    metrics = {"matmul_time_us/16x1024x4096": 5.0, "matmul_time_us/16x4096x1024": 7.0, "matmul_time_us/16x4096x4096": 16.0,
+               "matmul_time_us/256x1024x4096": 8.0, "matmul_time_us/256x4096x4096": 20.0}
+    assert prefill_gemm_figures(metrics, 2)["prefill_gemm_s"] == pytest.approx(
+        {"16x8388608": 6e-6, "16x33554432": 16e-6, "256x8388608": 8e-6, "256x33554432": 20e-6})
+    assert prefill_gemm_figures({k: v for k, v in metrics.items() if "/16x" in k}, 2) == {"prefill_gemm_s": {}}
+    assert prefill_gemm_figures({**metrics, "matmul_time_us/64x1024x4096": 7.0}, 2) == {"prefill_gemm_s": {}}
 
 
 def test_the_decode_gemms_fit_keeps_every_size_and_the_bandwidth_beyond_the_largest():

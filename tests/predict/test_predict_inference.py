@@ -286,3 +286,45 @@ def test_plan_still_ranks_training_layouts_only(capsys):
 
     assert main(["workload=inference", "hardware=cpu"]) == 2
     assert "parbench plan ranks training layouts" in capsys.readouterr().err
+
+
+# a prefill GEMM's memory side at 16 and 256 rows (seconds by 'ROWSxBYTES')
+PREFILL_GEMMS = {"16x1000": 2e-6, "16x1000000": 4e-6, "16x100000000": 50e-6,
+                 "256x1000": 3e-6, "256x1000000": 6e-6, "256x100000000": 70e-6}
+
+
+def test_a_prefill_gemms_memory_side_is_read_along_its_sizes_then_its_row_counts():
+    """Between two sizes on the line through them, beyond the largest on the last segment, below the smallest
+    as the smallest; between two row counts on the line, fewer rows than the fewest as the fewest, more than
+    the most as the most (the FLOPs side sets the time there); no table: None."""
+    cal = replace(CAL, prefill_gemm_s=PREFILL_GEMMS)
+    assert cal.prefill_gemm_seconds(16, 500500) == pytest.approx(3e-6)
+    assert cal.prefill_gemm_seconds(136, 1000) == pytest.approx(2.5e-6)
+    assert cal.prefill_gemm_seconds(136, 500500) == pytest.approx((3e-6 + 4.5e-6) / 2)
+    assert cal.prefill_gemm_seconds(16, 10) == cal.prefill_gemm_seconds(1, 1000) == 2e-6
+    assert cal.prefill_gemm_seconds(4096, 1000000) == 6e-6
+    assert cal.prefill_gemm_seconds(256, 199000000) == pytest.approx(70e-6 + 99e6 * 64e-6 / 99e6)
+    assert CAL.prefill_gemm_seconds(16, 1000) is None
+
+
+def test_a_prefill_gemm_takes_its_flops_or_its_timed_memory_side_the_longer_and_training_keeps_the_read():
+    """With prefill_gemm_s, a prefill's fused GEMMs and its head over the last positions take the larger of
+    their FLOPs at the rate curve and the table's time at their rows and size (here the table's: the rate is
+    far above the rows' FLOPs); a training step's GEMMs keep the weights' read at membw."""
+    from parbench.predict.costs import gemm_call_seconds
+
+    fast = replace(CAL, matmul_tflops=1e6, membw_gbps=1e6)  # FLOPs and a plain read take next to nothing
+    timed = replace(fast, prefill_gemm_s=PREFILL_GEMMS)
+    assert gemm_call_seconds(timed, 2e3, 1e6, rows=16) == pytest.approx(4e-6)
+    assert gemm_call_seconds(timed, 2e3, 1e6) == gemm_call_seconds(fast, 2e3, 1e6, rows=16) == pytest.approx(1e-9)
+    slow = replace(timed, matmul_tflops=1e-6)  # the FLOPs side longer than the table's
+    assert gemm_call_seconds(slow, 2e3, 1e6, rows=16) == pytest.approx(2e3 / 1e6)
+    cfg, p = prediction("workload.decode_mode=compile", cal=fast)
+    _, q = prediction("workload.decode_mode=compile", cal=timed)
+    layout = Layout.of(cfg, validate(cfg, None))
+    tokens, m = cfg.workload.batch_size * cfg.workload.input_len, cfg.model
+    gemms = m.layers * sum(timed.prefill_gemm_seconds(tokens, g * FP32) for g in engine_gemm_weights(layout))
+    head = timed.prefill_gemm_seconds(cfg.workload.batch_size, m.vocab * m.hidden * FP32)
+    assert q.prefill.compute_s - p.prefill.compute_s == pytest.approx(gemms + head, rel=1e-3)
+    assert q.tpot_s == p.tpot_s
+    assert gemm_seconds(layout, timed, tokens, 6 * tokens) == gemm_seconds(layout, fast, tokens, 6 * tokens)

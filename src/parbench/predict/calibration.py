@@ -126,6 +126,12 @@ class Calibration:
     # membw_gbps.
     decode_gemm_s: Dict[str, float] = field(default_factory=dict)
     decode_gemm_gbps: float = 0.0
+    # A prefill's GEMM of few rows, timed the same way by the prefill_matmul run (a GPU's): seconds of one call by
+    # "ROWSxBYTES" (the weights' bytes), two or more sizes at each of two or more row counts, up to where the
+    # GEMM's FLOPs set its time. Its memory side: read along the sizes at each count (below the smallest as the
+    # smallest), then along the counts (beyond either end as that end); a GEMM takes that or its FLOPs at the rate
+    # curve, the longer. Empty where not measured: the weights' read at membw_gbps.
+    prefill_gemm_s: Dict[str, float] = field(default_factory=dict)
     # The engine's decode step reads its weights this many times slower than a stream at membw_gbps, fitted
     # where decode_gemm_s is not measured (with it, 1: those GEMMs' times are the engine's, and what a layer
     # adds beyond them is decode_host_s's per layer); 1.0 where not measured.
@@ -162,6 +168,18 @@ class Calibration:
             return points[0][1]
         (b0, s0), (b1, s1) = next((a, b) for a, b in zip(points, points[1:]) if weight_bytes <= b[0])
         return on_line(weight_bytes, b0, s0, b1, s1)
+
+    def prefill_gemm_seconds(self, rows: float, weight_bytes: float) -> Optional[float]:
+        """A GEMM's memory side: one call of `rows` rows on `weight_bytes` of weights as prefill_gemm_s times it
+        (more rows than its most as its most); None without the table."""
+        sizes: dict[int, list[tuple[int, float]]] = defaultdict(list)
+        for shape, seconds in self.prefill_gemm_s.items():
+            count, nbytes = (int(v) for v in shape.split("x"))
+            sizes[count].append((nbytes, seconds))
+        if not sizes:
+            return None
+        at = [(count, along(points, max(weight_bytes, min(points)[0]))) for count, points in sizes.items()]
+        return max(0.0, along(at, min(max(rows, min(sizes)), max(sizes))))
 
     def attention_at(self, head_dim: int) -> dict[str, float]:
         """The attention figures (ATTENTION_FIELDS) of the measured head width nearest this one (the

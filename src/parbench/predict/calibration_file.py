@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 from typing import Dict
@@ -57,6 +57,7 @@ def load_calibration(ref: str) -> Calibration:
                               "per_step and per_dispatch, compiled with per_step and per_layer, none negative, or run "
                               "`parbench calibrate` again")
     check_decode_gemms(path, cal)
+    check_prefill_gemms(path, cal.prefill_gemm_s)
     return cal
 
 
@@ -69,6 +70,19 @@ def check_decode_gemms(path: Path, cal: Calibration) -> None:
         raise ConfigError(f"calibration file {path}: decode_gemm_s = {dict(cal.decode_gemm_s)} with decode_gemm_gbps = "
                           f"{cal.decode_gemm_gbps}: give seconds by weight bytes (e.g. '8192': 2.2e-06), all positive, "
                           "and a positive decode_gemm_gbps, or run `parbench calibrate` again")
+
+
+def check_prefill_gemms(path: Path, table: Dict[str, float]) -> None:
+    """prefill_gemm_s keyed by 'ROWSxBYTES', each time finite and positive, two or more sizes at each of two
+    or more row counts."""
+    if not table:
+        return
+    shapes = [re.fullmatch(r"([1-9][0-9]*)x[1-9][0-9]*", k) for k in table]
+    sizes = Counter(m[1] for m in shapes if m)
+    if not all(shapes) or not all_positive(table.values()) or len(sizes) < 2 or min(sizes.values()) < 2:
+        raise ConfigError(f"calibration file {path}: prefill_gemm_s = {dict(table)}: give seconds by 'ROWSxBYTES' "
+                          "(e.g. '256x33554432': 1.9e-05), two or more sizes at each of two or more row counts, all "
+                          "finite and positive, or run `parbench calibrate` again")
 
 
 def check_decode_attention(path: Path, table: Dict[str, Dict[str, float]]) -> None:

@@ -61,25 +61,29 @@ def tokens_per_device(layout: Layout) -> float:
     return layout.tokens_per_step / layout.dims.world_size
 
 
-def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float) -> float:
-    """One GEMM: its FLOPs at the rate of its size, or the read of its weights where that is longer
-    (a GEMM of few rows, such as a prefill's head over each sequence's last position)."""
+def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float, rows: float | None = None) -> float:
+    """One GEMM: its FLOPs at the rate of its size, or its memory side where that is longer (a GEMM of few
+    rows, such as a prefill's head over each sequence's last position): an inference GEMM of `rows` rows as the
+    profile timed one of its rows and size (prefill_gemm_s), else its weights' read at the memory's bandwidth."""
+    timed = cal.prefill_gemm_seconds(rows, weight_bytes) if rows is not None else None
     read = weight_bytes / (cal.membw_gbps * 1e9) if cal.membw_gbps else 0.0
-    return max(flops / cal.matmul_rate(flops), read)
+    return max(flops / cal.matmul_rate(flops), read if timed is None else timed)
 
 
 def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float,
-                 matrices: list[int] | None = None) -> float:
+                 matrices: list[int] | None = None, by_shape: bool = False) -> float:
     """The dense GEMMs but the head's: each block weight matrix's FLOPs (flops_per_param per
     parameter) as GEMMs over `gemm_tokens` rows on one tp rank, each at the rate of its own size
     (gemm_call_seconds), so a block's small projections (k and v under GQA, GPT-2's 1,600-wide ones)
     run below its MLP's rate; experts at the typical GEMM's rate. `matrices`: the block's GEMMs' elements
-    where they are not its weights one by one (an inference engine's fused projections)."""
+    where they are not its weights one by one (an inference engine's fused projections). `by_shape`: each
+    of those as the profile timed a GEMM of its rows and size, where it did (an inference forward's)."""
     m, tp = layout.cfg.model, layout.dims.tp
     calls = flops_per_param * tp / (2 * gemm_tokens)  # GEMMs of each matrix (forward, backward's two)
     if matrices is None:
         matrices = [numel(shape) for name, shape in layout.shapes.block if len(shape) == 2 and ".experts." not in name]
-    own = sum(calls * m.layers * gemm_call_seconds(cal, 2 * gemm_tokens * p / tp, p * layout.dtype_bytes / tp)
+    rows = gemm_tokens if by_shape else None
+    own = sum(calls * m.layers * gemm_call_seconds(cal, 2 * gemm_tokens * p / tp, p * layout.dtype_bytes / tp, rows)
               for p in matrices)
     rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden
     return own + flops_per_param * rest / cal.matmul_rate(typical_gemm_flops(m, gemm_tokens, tp))

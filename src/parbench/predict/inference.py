@@ -180,13 +180,14 @@ def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
 
 
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
-    """The prompts' GEMMs as the engine runs them (its fused projections), each at the rate of its size
-    (or its weights' read), the last positions' head, and their attention."""
+    """The prompts' GEMMs as the engine runs them (its fused projections), each as the profile timed its
+    shape (else at the rate of its size, or its weights' read), the last positions' head, and their attention."""
     w, m = layout.cfg.workload, layout.cfg.model
     tokens, tp = w.batch_size * w.input_len, layout.dims.tp
     # the head over each sequence's last position: a GEMM of `batch` rows, its weights' read
-    head = gemm_call_seconds(cal, 2 * w.batch_size * m.vocab * m.hidden / tp, m.vocab * m.hidden * layout.dtype_bytes / tp)
-    return (gemm_seconds(layout, cal, tokens, 2 * tokens / tp, engine_gemm_weights(layout)) + head
+    head = gemm_call_seconds(cal, 2 * w.batch_size * m.vocab * m.hidden / tp, m.vocab * m.hidden * layout.dtype_bytes / tp,
+                             w.batch_size)
+    return (gemm_seconds(layout, cal, tokens, 2 * tokens / tp, engine_gemm_weights(layout), by_shape=True) + head
             + prefill_attention_seconds(layout, cal))
 
 

@@ -143,17 +143,37 @@ def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
     of its weights (B: K x N), the median where shapes share a size, and the bandwidth beyond the largest:
     between the two largest sizes (the largest's own where the two do not rise). Empty figures where the
     run did not measure two sizes: the weights at the memory's bandwidth."""
-    by_bytes: dict[int, list[float]] = {}
-    for key, us in metrics.items():
-        if key.startswith("matmul_time_us/"):
-            _, k, n = map(int, key.split("/")[1].split("x"))
-            by_bytes.setdefault(k * n * itemsize, []).append(us * 1e-6)
+    by_bytes: dict[int, list[float]] = defaultdict(list)
+    for _, weight_bytes, seconds in timed_gemms(metrics, itemsize):
+        by_bytes[weight_bytes].append(seconds)
     if len(by_bytes) < 2:
         return {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0}
     seconds = {b: statistics.median(times) for b, times in sorted(by_bytes.items())}
     (b0, s0), (b1, s1) = list(seconds.items())[-2:]
     gbps = (b1 - b0) / (s1 - s0) / 1e9 if s1 > s0 else b1 / s1 / 1e9
     return {"decode_gemm_s": {str(b): s for b, s in seconds.items()}, "decode_gemm_gbps": gbps}
+
+
+def prefill_gemm_figures(metrics: dict, itemsize: int) -> dict:
+    """The prefill_matmul run's shapes as seconds of one call by 'ROWSxBYTES' (the weights' bytes, B: K x N),
+    the median where shapes share both; empty where it did not time two sizes at each of two row counts."""
+    calls: dict[str, list[float]] = defaultdict(list)
+    for rows, weight_bytes, seconds in timed_gemms(metrics, itemsize):
+        calls[f"{rows}x{weight_bytes}"].append(seconds)
+    sizes = Counter(shape.split("x")[0] for shape in calls)
+    if len(sizes) < 2 or min(sizes.values()) < 2:
+        return {"prefill_gemm_s": {}}
+    return {"prefill_gemm_s": {shape: statistics.median(times) for shape, times in calls.items()}}
+
+
+def timed_gemms(metrics: dict, itemsize: int) -> list[tuple[int, int, float]]:
+    """(rows, weight bytes, seconds of one call) of each shape a matmul run timed (matmul_time_us/<M>x<K>x<N>)."""
+    gemms = []
+    for key, us in metrics.items():
+        if key.startswith("matmul_time_us/"):
+            rows, k, n = map(int, key.split("/")[1].split("x"))
+            gemms.append((rows, k * n * itemsize, us * 1e-6))
+    return gemms
 
 
 def link_points(metrics: dict, ranks: int) -> list[tuple[float, float]]:
