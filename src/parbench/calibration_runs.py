@@ -9,6 +9,7 @@ from __future__ import annotations
 from parbench.config.schema import Config
 from parbench.planner import compose_config
 from parbench.predict.layout import Layout
+from parbench.predict.microbench_fits import PREFILL_GEMM_ROWS
 from parbench.prepare import validate
 
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]",
@@ -36,10 +37,10 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              # 8 KiB (the tiny model's) to 512 MiB, shallow and deep: a call's time by the bytes it reads
              "decode_matmul": "[[8,64,64],[8,128,256],[8,256,1024],[8,1024,1024],[8,1024,4096],[8,4096,1024],[8,2048,2048],[8,2048,8192],[8,8192,2048],"
                               "[8,4096,4096],[8,4096,16384],[8,16384,4096],[8,8192,8192],[8,4096,65536]]",
-             # a prefill's GEMMs of few rows (the same weights and way, 16 to 256 rows: up to where their FLOPs set
-             # the time), which neither the rate curve nor the weights' read at the memory's bandwidth time (H100,
-             # Llama 2 7B at 256 rows: 1.1-1.4x the larger of the two)
-             "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in (16, 32, 64, 128, 256) for k, n in (
+             # a prefill's GEMMs of few rows (the same weights and way, at PREFILL_GEMM_ROWS), which neither the rate
+             # curve nor the weights' read at the memory's bandwidth times (H100, Llama 2 7B at 256 rows: 1.1-1.4x
+             # the larger of the two)
+             "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in PREFILL_GEMM_ROWS for k, n in (
                  (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
                  (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to

@@ -238,22 +238,32 @@ def test_a_profile_whose_decode_gemms_cannot_be_read_is_refused(tmp_path, curve,
         load_calibration(str(path))
 
 
+GOOD_PREFILL = {"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6, "256x2000": 5e-6}
+
+
 @pytest.mark.parametrize("table", [{"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6},
-                                   {"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6, "256by2000": 5e-6},
-                                   {"16x1000": 2e-6, "16x2000": 3e-6, "256x1000": 4e-6, "256x2000": float("nan")}])
+                                   {**GOOD_PREFILL, "256by2000": 5e-6},
+                                   {**GOOD_PREFILL, "256x2000": float("nan")},
+                                   {**GOOD_PREFILL, "256x2000": 3e-6}])
 def test_a_profile_whose_prefill_gemms_cannot_be_read_is_refused(tmp_path, table):
-    """One size at a row count, a shape that is not ROWSxBYTES, a time that is not a number: refused on load."""
+    """One size at a row count, a shape that is not ROWSxBYTES, a time that is not a number, a larger size
+    faster than a smaller one at its rows: refused on load (a table that reads is kept)."""
+    save_calibration(replace(load_calibration("h100_sxm"), prefill_gemm_s=GOOD_PREFILL), tmp_path / "ok.yaml")
+    assert load_calibration(str(tmp_path / "ok.yaml")).prefill_gemm_s == GOOD_PREFILL
     path = save_calibration(replace(load_calibration("h100_sxm"), prefill_gemm_s=table), tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"prefill_gemm_s = .*seconds by 'ROWSxBYTES'"):
         load_calibration(str(path))
 
 
 def test_the_prefill_gemms_fit_keeps_each_rows_and_size_and_needs_two_of_each():
-    """The median where shapes share rows and size; one row count, or one size at a count, is no table."""
+    """The median where shapes share rows and size, a larger size at least a smaller one's time, no rows beyond
+    PREFILL_GEMM_ROWS' most (a ledger of a longer run); one row count, or one size at a count, is no table."""
     metrics = {"matmul_time_us/16x1024x4096": 5.0, "matmul_time_us/16x4096x1024": 7.0, "matmul_time_us/16x4096x4096": 16.0,
-               "matmul_time_us/256x1024x4096": 8.0, "matmul_time_us/256x4096x4096": 20.0}
+               "matmul_time_us/256x1024x4096": 8.0, "matmul_time_us/256x4096x4096": 20.0,
+               "matmul_time_us/256x4096x16384": 19.0, "matmul_time_us/1024x1024x4096": 30.0,
+               "matmul_time_us/1024x4096x4096": 60.0}
     assert prefill_gemm_figures(metrics, 2)["prefill_gemm_s"] == pytest.approx(
-        {"16x8388608": 6e-6, "16x33554432": 16e-6, "256x8388608": 8e-6, "256x33554432": 20e-6})
+        {"16x8388608": 6e-6, "16x33554432": 16e-6, "256x8388608": 8e-6, "256x33554432": 20e-6, "256x134217728": 20e-6})
     assert prefill_gemm_figures({k: v for k, v in metrics.items() if "/16x" in k}, 2) == {"prefill_gemm_s": {}}
     assert prefill_gemm_figures({**metrics, "matmul_time_us/64x1024x4096": 7.0}, 2) == {"prefill_gemm_s": {}}
 

@@ -294,16 +294,21 @@ PREFILL_GEMMS = {"16x1000": 2e-6, "16x1000000": 4e-6, "16x100000000": 50e-6,
 
 
 def test_a_prefill_gemms_memory_side_is_read_along_its_sizes_then_its_row_counts():
-    """Between two sizes on the line through them, beyond the largest on the last segment, below the smallest
-    as the smallest; between two row counts on the line, fewer rows than the fewest as the fewest, more than
-    the most as the most (the FLOPs side sets the time there); no table: None."""
-    cal = replace(CAL, prefill_gemm_s=PREFILL_GEMMS)
+    """Between two sizes on the line through them, beyond the largest on the last segment, below a count's
+    smallest as that smallest; between two row counts on the line, fewer rows than the fewest as the fewest,
+    more than the most as the most (the FLOPs side sets the time there); never below the weights' read at
+    membw; no table: None."""
+    cal = replace(CAL, membw_gbps=1e6, prefill_gemm_s=PREFILL_GEMMS)
     assert cal.prefill_gemm_seconds(16, 500500) == pytest.approx(3e-6)
     assert cal.prefill_gemm_seconds(136, 1000) == pytest.approx(2.5e-6)
     assert cal.prefill_gemm_seconds(136, 500500) == pytest.approx((3e-6 + 4.5e-6) / 2)
     assert cal.prefill_gemm_seconds(16, 10) == cal.prefill_gemm_seconds(1, 1000) == 2e-6
     assert cal.prefill_gemm_seconds(4096, 1000000) == 6e-6
     assert cal.prefill_gemm_seconds(256, 199000000) == pytest.approx(70e-6 + 99e6 * 64e-6 / 99e6)
+    apart = replace(cal, prefill_gemm_s={"16x1000": 2e-6, "16x2000": 3e-6, "256x5000": 7e-6, "256x9000": 9e-6})
+    assert apart.prefill_gemm_seconds(256, 1000) == pytest.approx(7e-6)
+    assert apart.prefill_gemm_seconds(16, 5000) == pytest.approx(6e-6)
+    assert replace(cal, membw_gbps=0.1).prefill_gemm_seconds(16, 1000) == pytest.approx(1000 / 0.1e9)  # the read, longer
     assert CAL.prefill_gemm_seconds(16, 1000) is None
 
 
@@ -328,3 +333,18 @@ def test_a_prefill_gemm_takes_its_flops_or_its_timed_memory_side_the_longer_and_
     assert q.prefill.compute_s - p.prefill.compute_s == pytest.approx(gemms + head, rel=1e-3)
     assert q.tpot_s == p.tpot_s
     assert gemm_seconds(layout, timed, tokens, 6 * tokens) == gemm_seconds(layout, fast, tokens, 6 * tokens)
+    # under tp each rank's GEMMs are the same rows on half the weights
+    _, p2 = prediction("workload.decode_mode=compile", "parallel=tp", cal=fast)
+    _, q2 = prediction("workload.decode_mode=compile", "parallel=tp", cal=timed)
+    half = m.layers * sum(timed.prefill_gemm_seconds(tokens, g * FP32 / 2) for g in engine_gemm_weights(layout))
+    head2 = timed.prefill_gemm_seconds(cfg.workload.batch_size, m.vocab * m.hidden * FP32 / 2)
+    assert q2.prefill.compute_s - p2.prefill.compute_s == pytest.approx(half + head2, rel=1e-3)
+
+
+def test_a_profiles_prefill_gemms_stand_for_a_slower_dtype_but_not_a_faster_one():
+    """Timed by bytes, a bf16 table serves an fp32 run (whose FLOPs at the scaled rate are the longer side); an
+    fp32 table would hold a bf16 run's GEMMs to fp32 FLOPs, so there the weights' read stands in."""
+    hw = compose("hardware=h100_sxm", "hardware.gpus_per_node=1").hardware
+    bf16 = replace(load_calibration("h100_sxm"), prefill_gemm_s=PREFILL_GEMMS)
+    assert bf16.dtype == "bf16" and in_dtype(bf16, hw, "fp32").prefill_gemm_s == PREFILL_GEMMS
+    assert in_dtype(replace(bf16, dtype="fp32"), hw, "bf16").prefill_gemm_s == {}

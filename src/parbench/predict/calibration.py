@@ -43,6 +43,21 @@ def mode_key(compiled: bool, checkpointing: str) -> str:
     return f"{step_mode(compiled)}/{checkpointing}"
 
 
+def by_count(table: Dict[str, float]) -> dict[int, list[tuple[int, float]]]:
+    """A two-way table keyed 'COUNTxX' (decode attention calls, prefill GEMMs) as each count's (x, seconds)."""
+    points: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for shape, seconds in table.items():
+        count, x = (int(v) for v in shape.split("x"))
+        points[count].append((x, seconds))
+    return {count: sorted(xs) for count, xs in sorted(points.items())}
+
+
+def two_at_two(table: Dict[str, float]) -> bool:
+    """Two or more counts, each at two or more x: a table read along both."""
+    counts = by_count(table)
+    return len(counts) > 1 and min(map(len, counts.values())) > 1
+
+
 @dataclass
 class LinkFit:
     """t(bytes) = latency_s + bytes x bus factor / busbw (nccl-tests' bus bandwidth convention)."""
@@ -129,8 +144,9 @@ class Calibration:
     # A prefill's GEMM of few rows, timed the same way by the prefill_matmul run (a GPU's): seconds of one call by
     # "ROWSxBYTES" (the weights' bytes), two or more sizes at each of two or more row counts, up to where the
     # GEMM's FLOPs set its time. Its memory side: read along the sizes at each count (below the smallest as the
-    # smallest), then along the counts (beyond either end as that end); a GEMM takes that or its FLOPs at the rate
-    # curve, the longer. Empty where not measured: the weights' read at membw_gbps.
+    # smallest, beyond the largest on the last segment), then along the counts (fewer or more rows than the
+    # table's as its fewest or most), never below the weights' read at membw_gbps; a GEMM takes that or its FLOPs
+    # at the rate curve, the longer. Empty where not measured: the weights' read alone.
     prefill_gemm_s: Dict[str, float] = field(default_factory=dict)
     # The engine's decode step reads its weights this many times slower than a stream at membw_gbps, fitted
     # where decode_gemm_s is not measured (with it, 1: those GEMMs' times are the engine's, and what a layer
@@ -170,16 +186,14 @@ class Calibration:
         return on_line(weight_bytes, b0, s0, b1, s1)
 
     def prefill_gemm_seconds(self, rows: float, weight_bytes: float) -> Optional[float]:
-        """A GEMM's memory side: one call of `rows` rows on `weight_bytes` of weights as prefill_gemm_s times it
-        (more rows than its most as its most); None without the table."""
-        sizes: dict[int, list[tuple[int, float]]] = defaultdict(list)
-        for shape, seconds in self.prefill_gemm_s.items():
-            count, nbytes = (int(v) for v in shape.split("x"))
-            sizes[count].append((nbytes, seconds))
-        if not sizes:
+        """A prefill GEMM's memory side as prefill_gemm_s times one of `rows` rows on `weight_bytes` of weights
+        (along the sizes, then the row counts, each clamped as the field says); None without the table."""
+        if not self.prefill_gemm_s:
             return None
-        at = [(count, along(points, max(weight_bytes, min(points)[0]))) for count, points in sizes.items()]
-        return max(0.0, along(at, min(max(rows, min(sizes)), max(sizes))))
+        sizes = by_count(self.prefill_gemm_s)
+        at = [(count, along(points, max(weight_bytes, points[0][0]))) for count, points in sizes.items()]
+        read = weight_bytes / (self.membw_gbps * 1e9) if self.membw_gbps else 0.0
+        return max(read, along(at, min(max(rows, min(sizes)), max(sizes))))
 
     def attention_at(self, head_dim: int) -> dict[str, float]:
         """The attention figures (ATTENTION_FIELDS) of the measured head width nearest this one (the
@@ -211,10 +225,7 @@ class Calibration:
         same_kind = [k for k in kinds if k.endswith("/mha") != grouped] or kinds
         widths = {k: int(k.split("/")[0]) for k in same_kind}
         table = self.decode_attention_s[min(same_kind, key=lambda k: (abs(widths[k] - head_dim), -widths[k]))]
-        lengths: dict[int, list[tuple[int, float]]] = defaultdict(list)
-        for shape, seconds in table.items():
-            count, length = (int(v) for v in shape.split("x"))
-            lengths[count].append((length, seconds))
+        lengths = by_count(table)
         at = [(count, along(points, positions)) for count, points in lengths.items()]
         return max(0.0, along(at, max(blocks, min(lengths))))
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 from typing import Dict
@@ -16,7 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
 from parbench.paths import CONF_DIR
-from parbench.predict.calibration import ATTENTION_FIELDS, IDLE_UNIT, VERSION, Calibration
+from parbench.predict.calibration import ATTENTION_FIELDS, IDLE_UNIT, VERSION, Calibration, by_count, two_at_two
 
 CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
 
@@ -73,47 +72,41 @@ def check_decode_gemms(path: Path, cal: Calibration) -> None:
 
 
 def check_prefill_gemms(path: Path, table: Dict[str, float]) -> None:
-    """prefill_gemm_s keyed by 'ROWSxBYTES', each time finite and positive, two or more sizes at each of two
-    or more row counts."""
-    if not table:
-        return
-    shapes = [re.fullmatch(r"([1-9][0-9]*)x[1-9][0-9]*", k) for k in table]
-    sizes = Counter(m[1] for m in shapes if m)
-    if not all(shapes) or not all_positive(table.values()) or len(sizes) < 2 or min(sizes.values()) < 2:
+    """prefill_gemm_s readable along both ways (readable_table)."""
+    if table and readable_table(table) is None:
         raise ConfigError(f"calibration file {path}: prefill_gemm_s = {dict(table)}: give seconds by 'ROWSxBYTES' "
                           "(e.g. '256x33554432': 1.9e-05), two or more sizes at each of two or more row counts, all "
-                          "finite and positive, or run `parbench calibrate` again")
+                          "finite and positive, none below a smaller size's at its row count, or run `parbench "
+                          "calibrate` again")
 
 
 def check_decode_attention(path: Path, table: Dict[str, Dict[str, float]]) -> None:
-    """decode_attention_s keyed by kind, each call by 'BLOCKSxPOSITIONS' and a finite positive time, two or
-    more lengths at each of two or more block counts, no call faster than a shorter one at its count nor
-    than the fewest blocks' at its length (the lines extended past them would fall to nothing)."""
+    """decode_attention_s keyed by kind, each kind's calls readable along both ways (readable_table), none
+    faster than the fewest blocks' at its length (the line extended past them would fall to nothing)."""
     for kind, calls in table.items():
-        shapes = [re.fullmatch(r"([1-9][0-9]*)x([1-9][0-9]*)", k) for k in calls]
-        by_count: dict[int, dict[int, float]] = defaultdict(dict)
-        for m, seconds in zip(shapes, calls.values()):
-            if m:
-                by_count[int(m[1])][int(m[2])] = seconds
-        fewest = by_count[min(by_count)] if by_count else {}
-        if (not re.fullmatch(r"[1-9][0-9]*(/mha)?", kind) or not all(shapes) or not all_positive(calls.values())
-                or len(by_count) < 2 or min(map(len, by_count.values())) < 2
-                or not all(rising(times) and all(t >= fewest.get(n, 0.0) for n, t in times.items())
-                           for times in by_count.values())):
+        counts = readable_table(calls)
+        fewest = dict(counts[min(counts)]) if counts else {}
+        if (not re.fullmatch(r"[1-9][0-9]*(/mha)?", kind) or counts is None
+                or not all(t >= fewest.get(n, 0.0) for points in counts.values() for n, t in points)):
             raise ConfigError(f"calibration file {path}: decode_attention_s[{kind!r}] = {dict(calls)}: give a kind such as "
                               "'64' or '128/mha' with seconds by 'BLOCKSxPOSITIONS', two or more lengths at each of two "
                               "or more block counts, all finite and positive, none below a shorter call at its block "
                               "count or the fewest blocks' at its length, or run `parbench calibrate` again")
 
 
+def readable_table(table: Dict[str, float]) -> dict[int, list[tuple[int, float]]] | None:
+    """A two-way table (keys 'COUNTxX') by count, where each key is whole numbers, each time finite and positive,
+    two or more x at each of two or more counts, and no time below a smaller x's at its count (the end segment
+    extended would fall); else None."""
+    if not all(re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", k) for k in table) or not all_positive(table.values()):
+        return None
+    counts = by_count(table)
+    rising = all(b >= a for points in counts.values() for (_, a), (_, b) in zip(points, points[1:]))
+    return counts if two_at_two(table) and rising else None
+
+
 def all_positive(values) -> bool:
     return all(math.isfinite(v) and v > 0 for v in values)
-
-
-def rising(times: dict[int, float]) -> bool:
-    """Each time at least the one before it, by key."""
-    ordered = [times[k] for k in sorted(times)]
-    return all(b >= a for a, b in zip(ordered, ordered[1:]))
 
 
 def check_widths(path: Path, name: str, widths: Dict[str, Dict[str, float]], key: str, example: str,

@@ -63,7 +63,7 @@ def tokens_per_device(layout: Layout) -> float:
 
 def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float, rows: float | None = None) -> float:
     """One GEMM: its FLOPs at the rate of its size, or its memory side where that is longer (a GEMM of few
-    rows, such as a prefill's head over each sequence's last position): an inference GEMM of `rows` rows as the
+    rows, such as a prefill's head over each sequence's last position): a prefill GEMM of `rows` rows as the
     profile timed one of its rows and size (prefill_gemm_s), else its weights' read at the memory's bandwidth."""
     timed = cal.prefill_gemm_seconds(rows, weight_bytes) if rows is not None else None
     read = weight_bytes / (cal.membw_gbps * 1e9) if cal.membw_gbps else 0.0

@@ -6,14 +6,14 @@ dp and fsdp runs measured (docs/plan.md, Calibration)."""
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import Any
 
 from parbench.config.schema import HardwareConfig
 from parbench.metrics.fits import fit_alpha_beta, fit_line, fit_relative
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit, by_count, two_at_two
 from parbench.predict.comm import BUS_FACTOR
 
 FITTED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -112,9 +112,7 @@ def decode_attention_table(metrics: dict) -> dict[str, Any]:
             calls[decode_attention_class(shape)][f"{batch * kv_heads}x{positions}"].append(us * 1e-6)
     # shapes of one kind with as many blocks and positions (a batch and heads split otherwise): their mean
     table = {kind: {shape: statistics.mean(times) for shape, times in shapes.items()} for kind, shapes in calls.items()}
-    lengths = {kind: Counter(shape.split("x")[0] for shape in calls) for kind, calls in table.items()}
-    table = {kind: calls for kind, calls in table.items() if len(lengths[kind]) > 1 and min(lengths[kind].values()) > 1}
-    return {"decode_attention_s": table}
+    return {"decode_attention_s": {kind: calls for kind, calls in table.items() if two_at_two(calls)}}
 
 
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:
@@ -154,16 +152,29 @@ def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
     return {"decode_gemm_s": {str(b): s for b, s in seconds.items()}, "decode_gemm_gbps": gbps}
 
 
+# A prefill GEMM's rows the calibration times: up to where its FLOPs set its time (an H100's ridge is about 260
+# rows of bf16: beyond it the rate curve times the GEMM; a table of more rows came out 5-12 % above the engine's)
+PREFILL_GEMM_ROWS = (16, 32, 64, 128, 256)
+
+
 def prefill_gemm_figures(metrics: dict, itemsize: int) -> dict:
-    """The prefill_matmul run's shapes as seconds of one call by 'ROWSxBYTES' (the weights' bytes, B: K x N),
-    the median where shapes share both; empty where it did not time two sizes at each of two row counts."""
+    """The prefill_matmul run's shapes of up to PREFILL_GEMM_ROWS' most rows (a ledger's from a run of more keeps
+    only those) as seconds of one call by 'ROWSxBYTES' (the weights' bytes, B: K x N): the median where shapes
+    share both, each at least a smaller size's at its rows (a few sizes take one time, give or take noise);
+    empty where it did not time two sizes at each of two row counts."""
     calls: dict[str, list[float]] = defaultdict(list)
     for rows, weight_bytes, seconds in timed_gemms(metrics, itemsize):
-        calls[f"{rows}x{weight_bytes}"].append(seconds)
-    sizes = Counter(shape.split("x")[0] for shape in calls)
-    if len(sizes) < 2 or min(sizes.values()) < 2:
+        if rows <= max(PREFILL_GEMM_ROWS):
+            calls[f"{rows}x{weight_bytes}"].append(seconds)
+    table = {shape: statistics.median(times) for shape, times in calls.items()}
+    if not two_at_two(table):
         return {"prefill_gemm_s": {}}
-    return {"prefill_gemm_s": {shape: statistics.median(times) for shape, times in calls.items()}}
+    rising = {}
+    for rows, points in by_count(table).items():
+        floor = 0.0
+        for nbytes, seconds in points:
+            floor = rising[f"{rows}x{nbytes}"] = max(floor, seconds)
+    return {"prefill_gemm_s": rising}
 
 
 def timed_gemms(metrics: dict, itemsize: int) -> list[tuple[int, int, float]]:

@@ -75,7 +75,9 @@ def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
     """A profile measured in another dtype, its GEMM and attention rates scaled by the two dtypes' peaks
     (an fp32 run on a bf16 profile: 67 / 989 on an H100), its decode attention calls by the bytes they read
     (an fp32 cache of 512 positions reads what a bf16 one of 1,024 does); bytes and host times do not
-    depend on it."""
+    depend on it. Its prefill GEMMs, timed by bytes, stand for a slower dtype's (fp32 on a bf16 profile: their
+    FLOPs at the scaled rate are the longer side) but not for a faster one's, whose GEMMs they would hold to
+    the profile's FLOPs: there the weights' read at the bandwidth stands in."""
     peaks = hw.peak_tflops
     if cal.dtype == dtype or dtype not in peaks or cal.dtype not in peaks:
         return cal
@@ -83,6 +85,7 @@ def in_dtype(cal: Calibration, hw: HardwareConfig, dtype: str) -> Calibration:
     rates = ("attention_tflops", "attention_forward_tflops")
     widths = {k: {f: v * r if f in rates else v for f, v in figures.items()} for k, figures in cal.attention_widths.items()}
     return replace(cal, dtype=dtype, decode_attention_s=decode_calls_in(cal.decode_attention_s, cal.dtype, dtype),
+                   prefill_gemm_s=cal.prefill_gemm_s if r <= 1 else {},
                    matmul_tflops=cal.matmul_tflops * r, attention_tflops=cal.attention_tflops * r,
                    attention_forward_tflops=cal.attention_forward_tflops * r, attention_widths=widths,
                    matmul_half_gflop=cal.matmul_half_gflop * r,
