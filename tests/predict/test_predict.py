@@ -238,21 +238,32 @@ def test_calibration_runs_even_where_the_store_has_the_same_config_finished(monk
 
 
 def collective_bytes_per_step(cli, num: int, steps: int) -> dict[str, float]:
-    """Rank 0's bytes per collective kind in the profiled window, per step (gloo's reduce-scatter
+    return {kind: nbytes for kind, (_, nbytes) in collectives_per_step(cli, num, steps).items()}
+
+
+def collectives_per_step(cli, num: int, steps: int) -> dict[str, tuple[float, float]]:
+    """Rank 0's (calls, bytes) per collective kind in the profiled window, per step (gloo's reduce-scatter
     runs as an all-reduce of the whole input, so both count under reduce; DDP broadcasts the RoPE
     buffers every forward)."""
     table = pd.read_csv(cli.job_dir(num) / "profile" / "collectives.csv")
     table = table[table["rank"] == 0]
     kinds = table["collective"].replace({"all_reduce": "reduce", "reduce_scatter": "reduce"})
-    return (table.groupby(kinds)["bytes"].sum() / steps).to_dict()
+    sums = table.groupby(kinds)[["calls", "bytes"]].sum() / steps
+    return {kind: (row.calls, row.bytes) for kind, row in sums.iterrows()}
 
 
-def predicted_bytes(parallel: str) -> dict[str, float]:
-    cfg = compose("hardware=cpu", f"parallel={parallel}")
-    out: dict[str, float] = {}
+def predicted_bytes(parallel: str, *overrides: str) -> dict[str, float]:
+    return {kind: nbytes for kind, (_, nbytes) in predicted_collectives(parallel, *overrides).items()}
+
+
+def predicted_collectives(parallel: str, *overrides: str) -> dict[str, tuple[int, float]]:
+    """(calls, bytes) per step by collective kind, as collective_bytes_per_step groups them."""
+    cfg = compose("hardware=cpu", f"parallel={parallel}", *overrides)
+    out: dict[str, tuple[int, float]] = {}
     for c in step_comms(Layout.of(cfg, validate(cfg, None))):
         kind = "reduce" if c.op in ("all_reduce", "reduce_scatter") else c.op
-        out[kind] = out.get(kind, 0.0) + c.bytes * c.calls
+        calls, nbytes = out.get(kind, (0, 0.0))
+        out[kind] = (calls + c.calls, nbytes + c.bytes * c.calls)
     return out
 
 
@@ -394,3 +405,17 @@ def test_parameters_held_under_zero_equal_the_prediction(cli):
         run = runs[runs["params.parallel.name"] == parallel].iloc[0]
         cfg = compose("hardware=cpu", f"parallel={parallel}")
         assert run["metrics.params_held_gb"] == pytest.approx(predict(cfg, validate(cfg, None)).memory.params_gb)
+
+
+def test_tensor_and_sequence_parallel_collectives_equal_a_real_2_rank_run(cli):
+    """tp and sp on 2 gloo ranks, fully checkpointed, with Qwen3's q/k norms: every collective call and
+    byte of the profiled steps is one the model counts (column-parallel GEMMs' input gradients one by one,
+    the embedding, the head, loss_parallel, the recomputed forward, the norms' weight gradients)."""
+    active, extra = 2, ("workload.activation_checkpointing=full", "model.qk_norm=true")
+    cli.run("parallel=tp,sp", *extra, "profile.enabled=true", f"profile.active_steps={active}", "profile.plots=false",
+            "workload.warmup_steps=1", "workload.steps=4", multirun=True)
+    for num, parallel in enumerate(("tp", "sp")):
+        measured, predicted = collectives_per_step(cli, num, active), predicted_collectives(parallel, *extra)
+        assert measured.keys() == predicted.keys(), parallel
+        for kind, (calls, nbytes) in predicted.items():
+            assert measured[kind] == (pytest.approx(calls), pytest.approx(nbytes)), (parallel, kind)

@@ -82,20 +82,47 @@ def activation_bytes_per_layer(layout: Layout) -> float:
     return layout.microbatch_tokens * layout.cfg.model.hidden * layout.dtype_bytes
 
 
+def tp_comms(layout: Layout) -> list[Comm]:
+    """Tensor parallel as torch's parallel styles run it, per micro-batch: each row-parallel GEMM
+    all-reduces its output forward and each column-parallel one its input's gradient backward (q, k, v
+    and the MLP's up projections one by one); the vocab-parallel embedding all-reduces its output, the
+    head its input's gradient, and loss_parallel three per-token fp32 figures (max, sum, target). With sp
+    each block all-gathers its attention and MLP input and reduce-scatters their outputs, mirrored
+    backward (the embedding and head likewise, learned positions gathered backward), and at the optimizer
+    step the norms' weight (and bias) gradients are all-reduced. Full checkpointing recomputes a block's
+    forward up to its last GEMM (whose output backward does not need): one all-reduce more, or two
+    all-gathers and a reduce-scatter. Per-head q/k norms (Qwen3) all-reduce their weight gradients. A
+    pipeline stage counts its own; the last (head and loss) sets the pace."""
+    d, m, sp = layout.dims, layout.cfg.model, layout.cfg.parallel.sp
+    act, layers, mbs = activation_bytes_per_layer(layout), m.layers // d.pp, layout.microbatches
+    names = [name for name, _ in layout.shapes.block]
+    moe = any(".experts." in name for name in names)  # the experts stay replicated over tp
+    colwise = 3 + (0 if moe else 1 + ("feed_forward.w3.weight" in names))
+    full = layout.activation_checkpointing == "full"
+    embedding = 1 if d.pp == 1 else 0
+    norm = sum(name.startswith("attention_norm.") for name in names)  # a norm's parameters
+    small = [("all_reduce", layout.microbatch_tokens * FP32, 3 * mbs),
+             ("all_reduce", m.hidden * FP32, (2 * layers + 1) * norm if sp else 0),
+             ("all_reduce", head_width(m) * FP32,
+              layers * sum(name.startswith(("attention.q_norm.", "attention.k_norm.")) for name in names))]
+    if sp:
+        positions = m.hidden * layout.seq_len * layout.dtype_bytes  # one sequence's learned positions
+        small.append(("all_gather", positions, mbs * embedding if layout.family.learned_positions else 0))
+        gathers = (4 + 2 * full) * layers * mbs + (embedding + 1) * mbs
+        big = [("all_gather", act, gathers), ("reduce_scatter", act, (4 + full) * layers * mbs + (embedding + 1) * mbs)]
+    else:
+        big = [("all_reduce", act, ((1 if moe else 2) + full + colwise) * layers * mbs + (embedding + 1) * mbs)]
+    return [Comm("tp", op, nbytes, calls, d.tp, layout.crosses_nodes("tp")) for op, nbytes, calls in big + small if calls]
+
+
 def model_parallel_comms(layout: Layout) -> list[Comm]:
-    """tp: per layer and micro-batch two all-reduces forward and two backward (sp: an all-gather and
-    a reduce-scatter for each; full recompute repeats the forward's); pp: each micro-batch's
-    activations sent forward and their gradients back at every stage boundary; cp (all-gather form):
-    per layer K and V gathered forward, their gradients reduce-scattered backward; ep: per MoE layer
-    two all-to-alls forward (dispatch, combine) and two backward."""
+    """tp: tp_comms; pp: each micro-batch's activations sent forward and their gradients back at every
+    stage boundary; cp (all-gather form): per layer K and V gathered forward, their gradients
+    reduce-scattered backward; ep: per MoE layer two all-to-alls forward (dispatch, combine) and two
+    backward."""
     d, m = layout.dims, layout.cfg.model
     act, layers, mbs = activation_bytes_per_layer(layout), m.layers // d.pp, layout.microbatches
-    comms = []
-    if d.tp > 1:
-        per_layer = 4 + (2 if layout.activation_checkpointing == "full" else 0)
-        calls = per_layer * layers * mbs
-        ops = (("all_gather", calls), ("reduce_scatter", calls)) if layout.cfg.parallel.sp else (("all_reduce", calls),)
-        comms += [Comm("tp", op, act, n, d.tp, layout.crosses_nodes("tp")) for op, n in ops]
+    comms = tp_comms(layout) if d.tp > 1 else []
     if d.pp > 1:
         sends = 2 * mbs * layout.stages_per_rank
         comms.append(Comm("pp", "send_recv", act, sends, 2, layout.crosses_nodes("pp")))
