@@ -28,7 +28,7 @@ from parbench.fmt import format_metric
 from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, by_count
 from parbench.predict.calibration_file import CALIBRATION_DIR, save_calibration, user_calibration_dir
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
@@ -200,7 +200,7 @@ def decode_gemm_summary(cal: Calibration) -> str:
 
 def prefill_gemm_summary(cal: Calibration, weight_bytes: int = 32 << 20) -> str:
     """The prefill GEMMs' memory side at one size, by the measured row counts."""
-    counts = sorted({int(shape.split("x")[0]) for shape in cal.prefill_gemm_s})
+    counts = by_count(cal.prefill_gemm_s)
     if not counts:
         return "prefill GEMMs: weights at the memory's bandwidth"
     return f"prefill GEMMs on {human_size(weight_bytes)}: " + ", ".join(

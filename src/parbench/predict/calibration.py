@@ -192,8 +192,11 @@ class Calibration:
             return None
         sizes = by_count(self.prefill_gemm_s)
         at = [(count, along(points, max(weight_bytes, points[0][0]))) for count, points in sizes.items()]
-        read = weight_bytes / (self.membw_gbps * 1e9) if self.membw_gbps else 0.0
-        return max(read, along(at, min(max(rows, min(sizes)), max(sizes))))
+        return max(self.weight_read_seconds(weight_bytes), along(at, min(max(rows, min(sizes)), max(sizes))))
+
+    def weight_read_seconds(self, weight_bytes: float) -> float:
+        """Weights streamed at membw_gbps (0 where the profile has no bandwidth)."""
+        return weight_bytes / (self.membw_gbps * 1e9) if self.membw_gbps else 0.0
 
     def attention_at(self, head_dim: int) -> dict[str, float]:
         """The attention figures (ATTENTION_FIELDS) of the measured head width nearest this one (the

@@ -66,8 +66,7 @@ def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float, rows:
     rows, such as a prefill's head over each sequence's last position): a prefill GEMM of `rows` rows as the
     profile timed one of its rows and size (prefill_gemm_s), else its weights' read at the memory's bandwidth."""
     timed = cal.prefill_gemm_seconds(rows, weight_bytes) if rows is not None else None
-    read = weight_bytes / (cal.membw_gbps * 1e9) if cal.membw_gbps else 0.0
-    return max(flops / cal.matmul_rate(flops), read if timed is None else timed)
+    return max(flops / cal.matmul_rate(flops), cal.weight_read_seconds(weight_bytes) if timed is None else timed)
 
 
 def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from itertools import accumulate
 from typing import Any
 
 from parbench.config.schema import HardwareConfig
@@ -169,11 +170,8 @@ def prefill_gemm_figures(metrics: dict, itemsize: int) -> dict:
     table = {shape: statistics.median(times) for shape, times in calls.items()}
     if not two_at_two(table):
         return {"prefill_gemm_s": {}}
-    rising = {}
-    for rows, points in by_count(table).items():
-        floor = 0.0
-        for nbytes, seconds in points:
-            floor = rising[f"{rows}x{nbytes}"] = max(floor, seconds)
+    rising = {f"{rows}x{nbytes}": seconds for rows, points in by_count(table).items()
+              for (nbytes, _), seconds in zip(points, accumulate((s for _, s in points), max))}
     return {"prefill_gemm_s": rising}
 
 
