@@ -36,8 +36,8 @@ from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, lear
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures, fit_links,
                                              matmul_figures, prefill_gemm_figures)
 from parbench.workloads.specs.microbench import human_size
-from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_KV_RUN, INFER_TINY_PREFIX, benchmark_layout,
-                                      benchmarks)
+from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
+                                      benchmark_layout, benchmarks)
 
 FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
@@ -129,8 +129,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
     kv_cache = infer.pop(INFER_KV_RUN, None)
-    tiny = [infer.pop(n) for n in sorted(infer) if n.startswith(INFER_TINY_PREFIX)]
-    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache))
+    tiny, graphs = ([infer.pop(n) for n in sorted(infer) if n.startswith(p)] for p in (INFER_TINY_PREFIX, INFER_GRAPH_PREFIX))
+    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, graphs))
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None), notes
 
@@ -234,7 +234,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
-        f"[calibrate] inference host: prefill {cal.prefill_host_s}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, replayed prefill "
+        f"{cal.prefill_graph_host_s or 'as a decode step'}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
         f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}; {prefill_gemm_summary(cal)}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
         f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "

@@ -19,6 +19,7 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
 INFER_KV_RUN = "infer_kv_cache"
 INFER_TINY_PREFIX = "infer_tiny_"
+INFER_GRAPH_PREFIX = "infer_graph_"
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false", "parallel=dp"]
@@ -55,7 +56,7 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
                                  "[1,32,32,1024,128],[1,32,32,4096,128],[16,32,32,1024,128],[16,32,32,4096,128]]",
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
-             "infer_tiny_layers": (4, 16),
+             "infer_tiny_layers": (4, 16), "infer_graph_layers": (4, 16),
              # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
              # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
              "kernels": ["profile.enabled=true"], "deep": ["model.layers=16"],
@@ -90,10 +91,11 @@ def train_runs(s: dict) -> dict[str, list[str]]:
     return runs
 
 
-def infer_run(s: dict) -> list[str]:
-    """A native-engine run of the host's share: batch 4 of short prompts, prefills launched op by op."""
+def infer_run(s: dict, prefill_graph: bool = False) -> list[str]:
+    """A native-engine run of the host's share: batch 4 of short prompts, prefills launched op by op
+    (or, on a GPU, replayed as the engine does by default)."""
     return ["workload=inference", *s["infer"], "workload.batch_size=4", "workload.repeats=10", "workload.profile=false",
-            "workload.prefill_graph=false"]
+            f"workload.prefill_graph={str(prefill_graph).lower()}"]
 
 
 def depth_infer_run(s: dict, shape: str) -> list[str]:
@@ -121,10 +123,15 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         **train_runs(s),
         # The native engine at two depths: the host's share of prefill and of each decode step (the
         # prefill launched op by op: a replayed graph's TTFT would show its kernels, not its dispatch),
-        # and on a GPU the tiny model at two depths: a decode step's launch and kernel latencies.
+        # and on a GPU the tiny model at two depths: a decode step's launch and kernel latencies, and
+        # a replayed prefill's (its kernels a few µs: what is left of its TTFT is the launch and the wait).
         **{f"infer_{layers}_layers": [*infer_run(s), *s["model"], f"model.layers={layers}"] for layers in s["infer_layers"]},
-        **{f"{INFER_TINY_PREFIX}{layers}_layers": [*infer_run(s), "model=tiny", f"model.layers={layers}"]
+        **{f"{INFER_TINY_PREFIX}{layers}_layers": [*infer_run(s, prefill_graph=True), "model=tiny", f"model.layers={layers}"]
            for layers in s.get("infer_tiny_layers", ())},
+        # and the calibration model at its two depths replaying its prefills: what a layer of its width adds
+        # to a replay beyond its GEMMs and attention (H100: 20-27 µs, against the tiny model's few)
+        **{f"{INFER_GRAPH_PREFIX}{layers}_layers": [*infer_run(s, prefill_graph=True), *s["model"], f"model.layers={layers}"]
+           for layers in s.get("infer_graph_layers", ())},
         # and on a CPU at a large batch: how fast a decode step reads its KV cache (a GPU's decode attention
         # is the attention run's decode calls)
         **({INFER_KV_RUN: depth_infer_run(s, "kv_cache")} if "kv_cache" in s else {}),

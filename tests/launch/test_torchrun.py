@@ -31,10 +31,10 @@ def test_crashed_job_is_failed_and_next_job_runs(cli):
 
 
 def test_hung_rank_times_out_as_failed(cli):
-    proc = cli.run("debug.hang_at_step=3", "debug.fault_rank=1", "launch.timeout_s=30", check=False)
+    proc = cli.run("debug.hang_at_step=3", "debug.fault_rank=1", "launch.timeout_s=20", check=False)
     assert proc.returncode == 1
     run = cli.runs().iloc[0]
-    assert run.status == "FAILED" and "timed out after 30s" in run["tags.failure_reason"]
+    assert run.status == "FAILED" and "timed out after 20s" in run["tags.failure_reason"]
     assert run["metrics.steps/loss"] > 0  # steps before the hang were logged
 
 

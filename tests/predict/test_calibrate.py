@@ -158,17 +158,19 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     microbenchmark's decode shapes are kept as calls by kind, blocks and positions. The decode GEMMs' run
     gives a call's time by its weights and the bandwidth beyond them; with both, the tiny model's two depths
     fix a decode step's latency per step and the 1B's depths its latency per layer (nothing is left for a
-    read factor to fit). The fully checkpointed runs at two batches tell the loss's bytes per logit from
+    read factor to fit), and so for a replayed prefill's. The fully checkpointed runs at two batches tell the loss's bytes per logit from
     what the head's gradient adds per element. The profiled none runs at two depths give the optimizer's
     factor (its kernels) and the device's idle gaps (the step beyond its kernels) per step and per
     dispatch or layer."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention_s=DECODE_ATTENTION_S, attention_widths=ATTENTION_WIDTHS,
                     decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
+                    prefill_graph_host_s={"per_step": 90e-6, "per_layer": 22e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
                     optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
                                                           "compiled": {"per_step": 1.5e-3, "per_layer": 0.15e-3}})
-    tiny = replace(truth, decode_host_s={"per_step": 50e-6, "per_layer": 12e-6})
+    tiny = replace(truth, decode_host_s={"per_step": 50e-6, "per_layer": 12e-6},
+                   prefill_graph_host_s={"per_step": 90e-6, "per_layer": 7e-6})
     truth, tiny = replace(truth, prefill_gemm_s=PREFILL_GEMM_S), replace(tiny, prefill_gemm_s=PREFILL_GEMM_S)
     monkeypatch.setattr(subprocess, "run", FakeRuns(one_gpu, truth=truth, tiny_truth=tiny))
     cfg, overrides = calibrate.local_config(one_gpu)
@@ -192,6 +194,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert [cal.prefill_gemm_seconds(m, 2 * k * n) for m, k, n in timed] == pytest.approx(
         [truth.prefill_gemm_seconds(m, 2 * k * n) for m, k, n in timed])
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)  # the step's the tiny model's, the layer's the 1B's
+    assert "workload.prefill_graph=true" in runs[f"{INFER_TINY_PREFIX}4_layers"] and "infer_graph_16_layers" in runs
+    assert cal.prefill_graph_host_s == pytest.approx(truth.prefill_graph_host_s, rel=1e-2)  # as the decode step's
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
                                                        pytest.approx(truth.head_grad_bytes, rel=1e-2))
     assert cal.optimizer_factor == pytest.approx(truth.optimizer_factor, rel=1e-3)

@@ -151,8 +151,8 @@ def test_a_static_decode_step_reads_its_whole_cache_buffer():
 
 def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_a_decode_steps_latencies_not_its_dispatch():
     """On a GPU, compile decode replays prefills of up to 8192 tokens as graphs: the prefill's dispatch
-    (here far above its device work) gives way to what a decode step adds beyond its GEMMs and attention,
-    its launch and each layer's latencies; past 8192 tokens, or with workload.prefill_graph=false, the
+    (here far above its device work) gives way to what a replay adds beyond its GEMMs and attention, its
+    launch and each layer's latencies (a decode step's where the profile has no replay's own); past 8192 tokens, or with workload.prefill_graph=false, the
     prefill waits on its dispatch again."""
     host = replace(CAL, matmul_tflops=1000.0, membw_gbps=3000.0, prefill_host_s={"per_step": 1.0, "per_layer": 0.0},
                    decode_host_s={"per_step": 1e-4, "per_layer": 1e-5})
@@ -167,6 +167,9 @@ def test_a_prefill_replayed_as_a_cuda_graph_costs_its_kernels_and_a_decode_steps
     launched = gpu("workload.batch_size=1", "workload.input_len=512", "workload.prefill_graph=false")
     assert launched.seconds == pytest.approx(1.0) and launched.bottleneck == "host dispatch"
     assert gpu("workload.batch_size=16", "workload.input_len=1024").seconds == pytest.approx(1.0)  # 16384 tokens
+    host = replace(host, prefill_graph_host_s={"per_step": 2e-4, "per_layer": 3e-5})  # a replay's own, where measured
+    replayed = gpu("workload.batch_size=1", "workload.input_len=512")
+    assert replayed.seconds == pytest.approx(graphed.device_s + 2e-4 + 16 * 3e-5)
     eager = gpu("workload.batch_size=1", "workload.input_len=512", "workload.decode_mode=eager")
     assert eager.seconds == pytest.approx(1.0)
 

@@ -131,6 +131,10 @@ class Calibration:
     # and what each decode step adds (launch, sampling, the token to the host), per step and per layer.
     prefill_host_s: Dict[str, float] = field(default_factory=dict)
     decode_host_s: Dict[str, float] = field(default_factory=dict)
+    # What a prefill replayed as a CUDA graph adds to its kernels, per step and per layer: the graph's
+    # launch, its kernels' latencies, the first token's copy and the wait for it, none of it behind an
+    # earlier step (a decode step's launch is); empty where not measured: a decode step's.
+    prefill_graph_host_s: Dict[str, float] = field(default_factory=dict)
     # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
     # not measured): small per-sequence reads, and the masked positions of a static buffer.
     kv_read_factor: float = 1.0
@@ -233,8 +237,12 @@ class Calibration:
         return max(0.0, along(at, max(blocks, min(lengths))))
 
     def inference_host(self, phase: str, layers: float) -> float:
-        """Host seconds of one prefill or decode step of a model with this many layers per rank."""
-        figures = self.prefill_host_s if phase == "prefill" else self.decode_host_s
+        """Host seconds of one prefill (launched or replayed: "prefill_graph") or decode step of a model
+        with this many layers per rank."""
+        if phase == "prefill_graph":
+            figures = self.prefill_graph_host_s or self.decode_host_s
+        else:
+            figures = self.prefill_host_s if phase == "prefill" else self.decode_host_s
         return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
 
     def elementwise(self, compiled: bool) -> float:

@@ -7,7 +7,7 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
 
     TTFT = max(each GEMM's FLOPs / tp / the rate of its size + attention + element-wise traffic / tp / bandwidth,
                prefill dispatch)
-           + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch and latencies add, as a decode step's)
+           + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch, latencies and first token's wait add)
     TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time + tp all-reduces + pp sends
     GEMMs = read factor x (each block GEMM's and the head's calibrated time at its weights' size on one tp rank
                            + the rest of the weights (norms, experts) / tp / bandwidth)
@@ -200,11 +200,11 @@ def prefill(layout: Layout, cal: Calibration) -> Forward:
     tokens = w.batch_size * w.input_len
     memory = prefill_elementwise_seconds(layout, tokens, cal)
     graphed = prefill_graphed(layout.cfg)
-    # A replayed prefill adds what a decode step adds beyond its GEMMs and attention: the launch and the
-    # token's copy, and per layer the gaps between its kernels and their fixed latencies, which longer
-    # kernels do not hide (H100, the engine's own graphs: 14-21 µs a layer of its TTFT ran no kernel, GPT-2
-    # XL at 1 and 4 x 512 and the 1B Llama at 1 x 512; docs/results/2026-11-27_gemm31.md).
-    host = host_seconds(layout, "decode", cal) if graphed else host_seconds(layout, "prefill", cal)
+    # A replayed prefill adds its launch, the first token's copy and wait, and per layer the gaps between
+    # its kernels and their fixed latencies, which longer kernels do not hide (H100, the engine's own graphs:
+    # 14-21 µs a layer of its TTFT ran no kernel, GPT-2 XL at 1 and 4 x 512 and the 1B Llama at 1 x 512;
+    # docs/results/2026-11-27_gemm31.md).
+    host = host_seconds(layout, "prefill_graph" if graphed else "prefill", cal)
     return Forward(prefill_compute_seconds(layout, cal), memory, comm_seconds(layout, tokens, cal),
                    roofline=False, host_s=host, host_hidden=layout.cfg.hardware.device_type != "cpu" and not graphed)
 

@@ -38,6 +38,7 @@ from parbench.predict.inference import predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.memory import weight_matrices
 from parbench.predict.step import predict_step
+from parbench.workloads.specs.inference import prefill_graphed
 
 
 @dataclass(frozen=True)
@@ -239,29 +240,38 @@ class InferenceRuns:
     # latencies, per step and per layer; without them the depths give those too.
     tiny: list[InferenceRun] = field(default_factory=list)
     kv_cache: InferenceRun | None = None  # a large batch with long prompts: the KV cache's read factor
+    graphs: list[InferenceRun] = field(default_factory=list)  # the depths replaying their prefills (a GPU's)
 
 
 def inference_host(cal: Calibration, runs: InferenceRuns) -> Calibration:
-    """Prefill host time per step and per layer from the calibration model's depths. A decode step's
-    from the tiny model's depths (else from the calibration model's); where the profile times the decode
-    GEMMs by their size, its time per layer from the calibration model's depths: a layer of its width
-    costs more than the tiny model's beyond its GEMMs and attention."""
-    bare = replace(cal, prefill_host_s={}, decode_host_s={})
+    """Prefill host time per step and per layer from the calibration model's depths (its prefills launched
+    op by op). A decode step's and a replayed prefill's from the tiny model's depths (else, for a decode
+    step, from the calibration model's); their time per layer from the calibration model's depths (for a
+    decode step where the profile times the decode GEMMs by their size, for a replay where those depths
+    replay their prefills): a layer of its width costs more than the tiny model's beyond its GEMMs and
+    attention."""
+    bare = replace(cal, prefill_host_s={}, decode_host_s={}, prefill_graph_host_s={})
 
     def beyond_device(r: InferenceRun) -> tuple[float, float, float]:
         p = predict_inference(r.layout.cfg, r.layout.dims, bare)
-        hidden = r.layout.cfg.hardware.device_type != "cpu"  # a GPU's TTFT is the dispatch it waits for
+        # a GPU's launched prefill is the dispatch it waits for; a replayed one (and a CPU's) adds its kernels
+        waits_on_dispatch = r.layout.cfg.hardware.device_type != "cpu" and not prefill_graphed(r.layout.cfg)
         return (r.layout.cfg.model.layers / r.layout.dims.pp,
-                r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if hidden else p.prefill.device_s),
+                r.ttft_s - sum(p.prefill.comm_s.values()) - (0.0 if waits_on_dispatch else p.prefill.device_s),
                 r.tpot_s - sum(p.decode.comm_s.values()) - p.decode.device_s)
 
-    depths = [beyond_device(r) for r in runs.depths]
-    decode = per_step_and_layer([(layers, t) for layers, _, t in depths])
+    def fit(runs_: list[InferenceRun], phase: int) -> dict[str, float]:  # phase 1: the prefill's, 2: a decode step's
+        return per_step_and_layer([(point[0], point[phase]) for point in map(beyond_device, runs_)])
+
+    def layer_of(tiny: dict[str, float], wide: dict[str, float]) -> dict[str, float]:
+        return {**tiny, "per_layer": wide["per_layer"]} if tiny and wide else tiny
+
+    decode, graph = fit(runs.depths, 2), {}
     if len(runs.tiny) > 1:
-        tiny = per_step_and_layer([(layers, t) for layers, _, t in map(beyond_device, runs.tiny)])
-        decode = {**tiny, "per_layer": decode["per_layer"]} if cal.decode_gemm_s and decode else tiny
-    return replace(cal, prefill_host_s=per_step_and_layer([(layers, t) for layers, t, _ in depths]),
-                   decode_host_s=decode)
+        decode = layer_of(fit(runs.tiny, 2), decode if cal.decode_gemm_s else {})
+        if all(prefill_graphed(r.layout.cfg) for r in runs.tiny):
+            graph = layer_of(fit(runs.tiny, 1), fit(runs.graphs, 1))
+    return replace(cal, prefill_host_s=fit(runs.depths, 1), decode_host_s=decode, prefill_graph_host_s=graph)
 
 
 def tpot(run: InferenceRun) -> Callable[[Calibration], float]:
