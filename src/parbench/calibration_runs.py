@@ -6,6 +6,8 @@ models whose steps are the host's dispatch (predict/learn.py and predict/host_fi
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from parbench.config.schema import Config
 from parbench.planner import compose_config
 from parbench.predict.layout import Layout
@@ -153,5 +155,12 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
 
 def benchmark_layout(overrides: list[str], name: str) -> Layout:
     """The layout of one calibration run, as the model sees it."""
+    return composed_layout(tuple(overrides), name)
+
+
+@lru_cache(maxsize=None)
+def composed_layout(overrides: tuple[str, ...], name: str) -> Layout:
+    """benchmark_layout, composed once per run: a fit asks for each run's layout many times, and a Hydra
+    composition takes about half a second."""
     cfg = compose_config([*overrides, *benchmarks(compose_config([*overrides, "workload=train"]))[name]])
     return Layout.of(cfg, validate(cfg, None))

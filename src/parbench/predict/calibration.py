@@ -239,10 +239,8 @@ class Calibration:
     def inference_host(self, phase: str, layers: float) -> float:
         """Host seconds of one prefill (launched or replayed: "prefill_graph") or decode step of a model
         with this many layers per rank."""
-        if phase == "prefill_graph":
-            figures = self.prefill_graph_host_s or self.decode_host_s
-        else:
-            figures = self.prefill_host_s if phase == "prefill" else self.decode_host_s
+        figures = {"prefill": self.prefill_host_s,
+                   "prefill_graph": self.prefill_graph_host_s or self.decode_host_s}.get(phase, self.decode_host_s)
         return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
 
     def elementwise(self, compiled: bool) -> float:
