@@ -194,8 +194,8 @@ def profile_path(args: argparse.Namespace, hardware: str) -> Path:
 def decode_gemm_summary(cal: Calibration) -> str:
     if not cal.decode_gemm_s:
         return "decode GEMMs: weights at the memory's bandwidth"
-    return "decode GEMMs: " + ", ".join(f"{human_size(int(b))} {format_metric('latency_s', s)}"
-                                        for b, s in cal.decode_gemm_s.items())
+    return "decode GEMMs: " + ", ".join(f"{human_size(int(b))} {format_metric('latency_s', s)}" for b, s in
+                                        cal.decode_gemm_s.items()) + f" (unaligned x{cal.decode_unaligned_factor:.2f})"
 
 
 def prefill_gemm_summary(cal: Calibration, weight_bytes: int = 32 << 20) -> str:

@@ -33,13 +33,18 @@ HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing
                               "model.vocab=512", "model.max_seq_len=256"], []),
                "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
 EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
+# A decode step's attention kinds the GPU run times: (heads, KV heads, head width, batches), grouped and one query per KV
+# head at 64 and 128 wide; the batches: one sequence, every SM busy, 2,048 blocks (sequences x KV heads)
+DECODE_ATTENTION_KINDS = ((32, 8, 64, (1, 64, 256)), (16, 8, 128, (1, 32, 256)),
+                          (32, 32, 64, (1, 16, 64)), (32, 32, 128, (1, 16, 64)))
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
              # a decode step's GEMMs (8 rows, B held as nn.Linear's weight, replayed as a graph): weights of
-             # 8 KiB (the tiny model's) to 512 MiB, shallow and deep: a call's time by the bytes it reads
+             # 8 KiB (the tiny model's) to 512 MiB, shallow and deep: a call's time by the bytes it reads; and GPT-2's
+             # head, whose unaligned vocabulary takes a slower kernel
              "decode_matmul": "[[8,64,64],[8,128,256],[8,256,1024],[8,1024,1024],[8,1024,4096],[8,4096,1024],[8,2048,2048],[8,2048,8192],[8,8192,2048],"
-                              "[8,4096,4096],[8,4096,16384],[8,16384,4096],[8,8192,8192],[8,4096,65536]]",
+                              "[8,4096,4096],[8,4096,16384],[8,16384,4096],[8,8192,8192],[8,4096,65536],[8,1600,50257]]",
              # a prefill's GEMMs of few rows (the same weights and way, at PREFILL_GEMM_ROWS), which neither the rate
              # curve nor the weights' read at the memory's bandwidth times (H100, Llama 2 7B at 256 rows: 1.1-1.4x
              # the larger of the two)
@@ -50,12 +55,11 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
                           "[8,32,8,512,64],[8,16,8,1024,128],[4,16,8,2048,128],[2,16,8,4096,128],[2,16,8,1024,128]]",
-             # a decode step's attention (decode_shapes) per head width, 64 and 128, grouped (Llama 1B's, Qwen3's)
-             # and one query per KV head (GPT-2's, Llama 2's): one sequence and every SM busy, each at two lengths
-             "decode_attention": "[[1,32,8,1024,64],[1,32,8,4096,64],[64,32,8,1024,64],[64,32,8,4096,64],"
-                                 "[1,16,8,1024,128],[1,16,8,4096,128],[32,16,8,1024,128],[32,16,8,4096,128],"
-                                 "[1,32,32,1024,64],[1,32,32,4096,64],[16,32,32,1024,64],[16,32,32,4096,64],"
-                                 "[1,32,32,1024,128],[1,32,32,4096,128],[16,32,32,1024,128],[16,32,32,4096,128]]",
+             # a decode step's attention (decode_shapes) of each kind, from a short prompt's cache to a long one's
+             # (GPT-2 XL at batch 32 x 576 positions: 800 blocks, each shorter than the 1,024 the table once began at)
+             "decode_attention": "[" + ",".join(f"[{batch},{heads},{kv},{positions},{width}]"
+                                                for heads, kv, width, batches in DECODE_ATTENTION_KINDS for batch in batches
+                                                for positions in (256, 1024, 4096)) + "]",
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16), "infer_graph_layers": (4, 16),

@@ -20,6 +20,7 @@ from parbench.predict import predict
 from parbench.config import ConfigError
 from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
+from parbench.models.shapes import aligned
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
 from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
 from parbench.predict.microbench_fits import decode_gemm_figures, prefill_gemm_figures
@@ -40,6 +41,10 @@ TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_
                 kv_read_factor=2.5)
 
 
+def unaligned_factor(truth: Calibration, dims: tuple[int, int]) -> float:
+    return 1.0 if aligned(dims) else truth.decode_unaligned_factor
+
+
 def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUTH) -> dict:
     """What the run would measure on a machine that `truth` describes exactly."""
     if name == "matmul":
@@ -48,8 +53,8 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {"membw_gbps": truth.membw_gbps}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
-        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (truth.decode_gemm_seconds(2 * k * n) if name == "decode_matmul"
-                                                      else truth.prefill_gemm_seconds(m, 2 * k * n))
+        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (truth.decode_gemm_seconds(2 * k * n) * unaligned_factor(truth, (k, n))
+                                                      if name == "decode_matmul" else truth.prefill_gemm_seconds(m, 2 * k * n))
                 for m, k, n in json.loads(run["workload.shapes"])}
     if name == "attention":  # one call of forward and backward, or of the forward, per shape
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))["attention"][1:])
@@ -164,7 +169,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     dispatch or layer."""
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention_s=DECODE_ATTENTION_S, attention_widths=ATTENTION_WIDTHS,
-                    decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
+                    decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_unaligned_factor=3.6,
+                    decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
                     prefill_graph_host_s={"per_step": 90e-6, "per_layer": 22e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
                     optimizer_factor=1.15, device_idle_s={"eager": {"per_step": 2e-3, "per_dispatch": 0.8e-6},
@@ -182,13 +188,17 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     for width, figures in ATTENTION_WIDTHS.items():  # each head width's own attention curve
         assert cal.attention_widths[width] == pytest.approx(figures, rel=1e-2), width
     assert cal.decode_attention_s.keys() == DECODE_ATTENTION_S.keys()
-    for kind, calls in DECODE_ATTENTION_S.items():
-        assert cal.decode_attention_s[kind] == pytest.approx(calls, rel=1e-6), kind
+    for kind, calls in cal.decode_attention_s.items():  # every shape timed, on the truth's lines
+        assert len(calls) == 9, kind
+        for shape, seconds in calls.items():
+            blocks, positions = map(int, shape.split("x"))
+            truth_s = truth.decode_attention_call_s(int(kind.split("/")[0]), not kind.endswith("/mha"), blocks, positions)
+            assert seconds == pytest.approx(truth_s, rel=1e-6), (kind, shape)
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
-    assert cal.weight_read_factor == 1.0
+    assert cal.weight_read_factor == 1.0 and cal.decode_unaligned_factor == pytest.approx(3.6)  # GPT-2's head
     timed = json.loads(dict(o.split("=", 1) for o in runs["prefill_matmul"][1:])["workload.shapes"])
     assert {(m, 2 * k * n) for m, k, n in timed} == {tuple(map(int, shape.split("x"))) for shape in cal.prefill_gemm_s}
     assert [cal.prefill_gemm_seconds(m, 2 * k * n) for m, k, n in timed] == pytest.approx(
@@ -282,7 +292,17 @@ def test_the_decode_gemms_fit_keeps_every_size_and_the_bandwidth_beyond_the_larg
     assert figures["decode_gemm_gbps"] == pytest.approx((134217728 - 33554432) / 32e-6 / 1e9)
     flat = decode_gemm_figures({**metrics, "matmul_time_us/8x8192x8192": 16.0}, 2)
     assert flat["decode_gemm_gbps"] == pytest.approx(134217728 / 16e-6 / 1e9)
-    assert decode_gemm_figures({"matmul_time_us/8x1024x1024": 4.0}, 2) == {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0}
+    assert figures["decode_unaligned_factor"] == 1.0
+    unaligned = decode_gemm_figures({**metrics, "matmul_time_us/8x4096x4095": 48.0}, 2)  # as 32 MiB aligned: 16 µs
+    assert unaligned["decode_gemm_s"] == figures["decode_gemm_s"]
+    assert unaligned["decode_unaligned_factor"] == pytest.approx(48e-6 / figures_at(figures, 2 * 4096 * 4095))
+    assert decode_gemm_figures({"matmul_time_us/8x1024x1024": 4.0}, 2) == {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0,
+                                                                          "decode_unaligned_factor": 1.0}
+
+
+def figures_at(figures: dict, weight_bytes: int) -> float:
+    """A decode GEMM's seconds at this size on the fitted table."""
+    return Calibration(**figures).decode_gemm_seconds(weight_bytes)
 
 
 def test_a_profile_measured_in_bf16_predicts_an_fp32_run_at_fp32_rates():

@@ -14,7 +14,7 @@ from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.calibration_file import load_calibration
-from parbench.predict.costs import gemm_seconds
+from parbench.predict.costs import gemm_call_seconds, gemm_seconds
 from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.profiles import in_dtype
@@ -95,6 +95,21 @@ def test_a_decode_steps_gemms_take_the_calibrated_time_of_a_gemm_of_their_size()
         expected = 1.5 * (m.layers * sum(gemv.decode_gemm_seconds(g * FP32) for g in gemms)
                           + gemv.decode_gemm_seconds(head * FP32) + rest / 10e9)
         assert q.tpot_s - p.tpot_s == pytest.approx(expected - weights / 10e9), decode_mode
+
+
+def test_a_head_over_an_unaligned_vocabulary_takes_the_calibrated_factor_in_decode_and_prefill():
+    """GPT-2's 50,257-token head runs a slower kernel at a batch's rows: its decode GEMM and the prefill's head
+    take decode_unaligned_factor times the aligned figure; an aligned vocabulary's take it as measured."""
+    gemv = replace(CAL, decode_gemm_s={"1000": 2e-6, "100000000": 50e-6}, decode_gemm_gbps=2000.0)
+    slow = replace(gemv, decode_unaligned_factor=3.0)
+    cfg, p = prediction("model.vocab=509", cal=gemv)
+    _, q = prediction("model.vocab=509", cal=slow)
+    m, w = cfg.model, cfg.workload
+    head_bytes = m.vocab * m.hidden * FP32
+    assert q.tpot_s - p.tpot_s == pytest.approx(2 * gemv.decode_gemm_seconds(head_bytes))
+    head_call = gemm_call_seconds(gemv, 2 * w.batch_size * m.vocab * m.hidden, head_bytes, w.batch_size)
+    assert q.ttft_s - p.ttft_s == pytest.approx(2 * head_call)
+    assert prediction(cal=slow)[1].as_dict() == prediction(cal=gemv)[1].as_dict()  # 512 tokens: aligned
 
 
 def test_under_tp_each_decode_gemm_takes_the_time_of_its_share_and_the_prefill_its_fused_gemms():

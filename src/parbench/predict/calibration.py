@@ -145,6 +145,9 @@ class Calibration:
     # membw_gbps.
     decode_gemm_s: Dict[str, float] = field(default_factory=dict)
     decode_gemm_gbps: float = 0.0
+    # An unaligned decode GEMM's time over an aligned one's of its weights' size (GPT-2's 50,257-token head, which
+    # runs a slower kernel: H100, 3.6x), from the decode_matmul run's unaligned shape; 1.0 where not measured.
+    decode_unaligned_factor: float = 1.0
     # A prefill's GEMM of few rows, timed the same way by the prefill_matmul run (a GPU's): seconds of one call by
     # "ROWSxBYTES" (the weights' bytes), two or more sizes at each of two or more row counts, up to where the
     # GEMM's FLOPs set its time. Its memory side: read along the sizes at each count (below the smallest as the

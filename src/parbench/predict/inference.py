@@ -32,7 +32,7 @@ from parbench.metrics.flops import attended_positions
 from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, mean_decode_context,
                                              prefill_attention_flops)
 from parbench.models import ParamCounts
-from parbench.models.shapes import numel
+from parbench.models.shapes import aligned, numel
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
@@ -179,6 +179,11 @@ def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
                                  head_width(m), forward_only=True)
 
 
+def few_rows_head_factor(layout: Layout, cal: Calibration) -> float:
+    """A head of few rows over an unaligned vocabulary (GPT-2's) runs a slower kernel: decode_unaligned_factor."""
+    return 1.0 if aligned((layout.cfg.model.vocab,)) else cal.decode_unaligned_factor
+
+
 def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
     """The prompts' GEMMs as the engine runs them (its fused projections), each as the profile timed its
     shape (else at the rate of its size, or its weights' read), the last positions' head, and their attention."""
@@ -186,7 +191,7 @@ def prefill_compute_seconds(layout: Layout, cal: Calibration) -> float:
     tokens, tp = w.batch_size * w.input_len, layout.dims.tp
     # the head over each sequence's last position: a GEMM of `batch` rows, its weights' read
     head = gemm_call_seconds(cal, 2 * w.batch_size * m.vocab * m.hidden / tp, m.vocab * m.hidden * layout.dtype_bytes / tp,
-                             w.batch_size)
+                             w.batch_size) * few_rows_head_factor(layout, cal)
     return (gemm_seconds(layout, cal, tokens, 2 * tokens / tp, engine_gemm_weights(layout), by_shape=True) + head
             + prefill_attention_seconds(layout, cal))
 
@@ -268,7 +273,8 @@ def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> 
     m, tp, itemsize = layout.cfg.model, layout.dims.tp, layout.dtype_bytes
     block = engine_gemm_weights(layout)
     head = m.vocab * m.hidden
-    gemms = m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block) + cal.decode_gemm_seconds(head * itemsize / tp)
+    gemms = (m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block)
+             + cal.decode_gemm_seconds(head * itemsize / tp) * few_rows_head_factor(layout, cal))
     rest = max(0.0, weights - (m.layers * sum(block) + head) * itemsize) / tp / (cal.membw_gbps * 1e9)
     return (gemms + rest) * cal.weight_read_factor
 

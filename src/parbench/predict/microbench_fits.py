@@ -138,19 +138,23 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
-    """The decode_matmul run's shapes (matmul_time_us/<M>x<K>x<N>) as seconds of one call by the bytes
+    """The decode_matmul run's aligned shapes (matmul_time_us/<M>x<K>x<N>) as seconds of one call by the bytes
     of its weights (B: K x N), the median where shapes share a size, and the bandwidth beyond the largest:
-    between the two largest sizes (the largest's own where the two do not rise). Empty figures where the
-    run did not measure two sizes: the weights at the memory's bandwidth."""
+    between the two largest sizes (the largest's own where the two do not rise); its unaligned shapes' time
+    over that table's at their size (median). Empty figures where the run did not measure two sizes: the
+    weights at the memory's bandwidth."""
     by_bytes: dict[int, list[float]] = defaultdict(list)
     for _, weight_bytes, seconds in timed_gemms(metrics, itemsize):
         by_bytes[weight_bytes].append(seconds)
     if len(by_bytes) < 2:
-        return {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0}
+        return {"decode_gemm_s": {}, "decode_gemm_gbps": 0.0, "decode_unaligned_factor": 1.0}
     seconds = {b: statistics.median(times) for b, times in sorted(by_bytes.items())}
     (b0, s0), (b1, s1) = list(seconds.items())[-2:]
     gbps = (b1 - b0) / (s1 - s0) / 1e9 if s1 > s0 else b1 / s1 / 1e9
-    return {"decode_gemm_s": {str(b): s for b, s in seconds.items()}, "decode_gemm_gbps": gbps}
+    table = Calibration(decode_gemm_s={str(b): s for b, s in seconds.items()}, decode_gemm_gbps=gbps)
+    ratios = [s / table.decode_gemm_seconds(b) for _, b, s in timed_gemms(metrics, itemsize, unaligned=True)]
+    return {"decode_gemm_s": table.decode_gemm_s, "decode_gemm_gbps": gbps,
+            "decode_unaligned_factor": statistics.median(ratios) if ratios else 1.0}
 
 
 # A prefill GEMM's rows the calibration times: up to where its FLOPs set its time (an H100's ridge is about 260
@@ -175,13 +179,15 @@ def prefill_gemm_figures(metrics: dict, itemsize: int) -> dict:
     return {"prefill_gemm_s": rising}
 
 
-def timed_gemms(metrics: dict, itemsize: int) -> list[tuple[int, int, float]]:
-    """(rows, weight bytes, seconds of one call) of each shape a matmul run timed (matmul_time_us/<M>x<K>x<N>)."""
+def timed_gemms(metrics: dict, itemsize: int, unaligned: bool = False) -> list[tuple[int, int, float]]:
+    """(rows, weight bytes, seconds of one call) of each aligned shape a matmul run timed
+    (matmul_time_us/<M>x<K>x<N>), or each unaligned one."""
     gemms = []
     for key, us in metrics.items():
         if key.startswith("matmul_time_us/"):
-            rows, k, n = map(int, key.split("/")[1].split("x"))
-            gemms.append((rows, k * n * itemsize, us * 1e-6))
+            rows, k, n = dims = tuple(map(int, key.split("/")[1].split("x")))
+            if aligned(dims) != unaligned:
+                gemms.append((rows, k * n * itemsize, us * 1e-6))
     return gemms
 
 
