@@ -1,8 +1,8 @@
 """`parbench calibrate [--out FILE | --ship] [--fresh] [overrides]`: on this machine's devices (resolved
 as a run resolves them), run the microbenchmarks (matmul, memory bandwidth; collectives and two
 profiled training runs for the overlap where there is more than one device), a model's training
-step eager and compiled under each checkpointing mode and at a 4x longer sequence, and a one-rank
-tiny model at two depths (host dispatch); fit the performance model's figures to them
+step eager and compiled under each checkpointing mode and at a 4x longer sequence, and the tiny
+model at two depths and, on two or more devices, under tp and fsdp (host dispatch); fit the performance model's figures to them
 (predict/learn.py), save the profile and log it to MLflow. docs/plan.md describes the fits.
 
 Each finished run's metrics are kept in <work>/measured.json as it ends, so a failure or Ctrl-C
@@ -28,14 +28,14 @@ from parbench.fmt import format_metric
 from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, by_count
+from parbench.predict.calibration import HOST_STRATEGIES, Calibration
 from parbench.predict.calibration_file import CALIBRATION_DIR, save_calibration, user_calibration_dir
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures, fit_links,
                                              matmul_figures, prefill_gemm_figures)
-from parbench.workloads.specs.microbench import human_size
+from parbench.calibration_summary import summary
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
                                       benchmark_layout, benchmarks)
 
@@ -123,8 +123,9 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     runs = measured_runs(overrides, results)
     eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]
     compiled = host_run(overrides, "host_compiled", results["host_compiled"]) if "host_compiled" in results else None
+    strategies = {s: host_run(overrides, f"host_{s}", results[f"host_{s}"]) for s in HOST_STRATEGIES if f"host_{s}" in results}
     for _ in range(FIT_ROUNDS):
-        host, host_notes = fit_host(eager, compiled, cal)
+        host, host_notes = fit_host(eager, compiled, cal, strategies)
         cal, learned = learn(replace(cal, **host), runs)
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
@@ -189,62 +190,6 @@ def profile_path(args: argparse.Namespace, hardware: str) -> Path:
     if args.out:
         return args.out
     return (CALIBRATION_DIR if args.ship else user_calibration_dir()) / f"{hardware}.yaml"
-
-
-def decode_gemm_summary(cal: Calibration) -> str:
-    if not cal.decode_gemm_s:
-        return "decode GEMMs: weights at the memory's bandwidth"
-    return "decode GEMMs: " + ", ".join(f"{human_size(int(b))} {format_metric('latency_s', s)}" for b, s in
-                                        cal.decode_gemm_s.items()) + f" (unaligned x{cal.decode_unaligned_factor:.2f})"
-
-
-def prefill_gemm_summary(cal: Calibration, weight_bytes: int = 32 << 20) -> str:
-    """The prefill GEMMs' memory side at one size, by the measured row counts."""
-    counts = by_count(cal.prefill_gemm_s)
-    if not counts:
-        return "prefill GEMMs: weights at the memory's bandwidth"
-    return f"prefill GEMMs on {human_size(weight_bytes)}: " + ", ".join(
-        f"{rows} rows {format_metric('latency_s', cal.prefill_gemm_seconds(rows, weight_bytes))}" for rows in counts)
-
-
-def decode_attention_summary(cal: Calibration) -> str:
-    if not cal.decode_attention_s:
-        return f"decode attention: KV cache read x{cal.kv_read_factor:.3g}"
-    return "decode attention calls: " + ", ".join(
-        f"{kind} heads " + " ".join(f"{shape} {format_metric('latency_s', s)}" for shape, s in calls.items())
-        for kind, calls in cal.decode_attention_s.items())
-
-
-def attention_summary(cal: Calibration) -> str:
-    widths = cal.attention_widths or {"every": {f: getattr(cal, f) for f in ATTENTION_FIELDS}}
-
-    def curve(f: dict, prefix: str) -> str:
-        return (f"{format_metric('tflops', f[f'{prefix}_tflops'])} +{f[f'{prefix}_extra_positions']:.0f} keys a query "
-                f"+ {format_metric('latency_s', f[f'{prefix}_call_s'])} a call")
-
-    return "attention " + ", ".join(f"{width}: {curve(f, 'attention')} (forward {curve(f, 'attention_forward')})"
-                                    for width, f in widths.items())
-
-
-def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
-    link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
-    return "\n".join([
-        f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-        f"GFLOP), {attention_summary(cal)}, memory "
-        f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
-        f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
-        f"{100 * cal.overlap['fsdp']:.1f} %",
-        f"[calibrate] inference host: prefill {cal.prefill_host_s}, replayed prefill "
-        f"{cal.prefill_graph_host_s or 'as a decode step'}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
-        f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}; {prefill_gemm_summary(cal)}",
-        f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
-        f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "
-        f"element {cal.head_grad_bytes}, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "
-        f"host {format_metric('host_s', cal.host_s_per_step)}"
-        f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
-        + "".join(f" + {format_metric('host_s', s)} per call a {mode}-checkpointed layer replays"
-                  for mode, s in cal.host_s_per_replayed_call.items()),
-        *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])
 
 
 def calibrate(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from functools import lru_cache
 from parbench.config.schema import Config
 from parbench.planner import compose_config
 from parbench.predict.layout import Layout
+from parbench.predict.calibration import HOST_STRATEGIES
 from parbench.predict.microbench_fits import PREFILL_GEMM_ROWS
 from parbench.prepare import validate
 
@@ -24,7 +25,8 @@ INFER_TINY_PREFIX = "infer_tiny_"
 INFER_GRAPH_PREFIX = "infer_graph_"
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
-HOST_RUN = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false", "parallel=dp"]
+HOST_STEPS = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false"]
+HOST_RUN = [*HOST_STEPS, "parallel=dp"]
 # The host runs beyond the tiny Llama at two depths: the same checkpointed in each mode, and
 # GPT-2- and Qwen3-shaped blocks at the tiny model's size.
 HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing=full"]),
@@ -152,6 +154,9 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         # (predict/host_fit.py)
         **{name: ["workload=train", *s.get(f"{name}_model", model), f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN, *extra]
            for name, (model, extra) in HOST_SHAPES.items()},
+        # and, where there are ranks to run them, under each of HOST_STRATEGIES: what its wrappers add per dispatch
+        **({f"host_{strategy}": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_STEPS,
+                                 f"parallel={strategy}"] for strategy in HOST_STRATEGIES} if many else {}),
     }
 
 

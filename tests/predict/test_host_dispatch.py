@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
+from parbench.predict.calibration import HOST_STRATEGIES
 from parbench.models.dispatch_table import dispatch_signature, family_dispatch
 from parbench.paths import CONF_DIR
 from parbench.prepare import validate
-from parbench.predict.calibration_file import load_calibration
+from parbench.config import ConfigError
+from parbench.predict.calibration_file import load_calibration, save_calibration
 from parbench.predict.costs import host_seconds
 from parbench.metrics import KERNEL_TIME
 from parbench.predict.host_fit import HostRun, fit_host
@@ -83,6 +85,27 @@ def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_
     checkpointed = [r for r in runs if r.layout.activation_checkpointing != "none"]
     fitted, notes = fit_host(checkpointed, None, truth)
     assert not fitted and "do not fix a cost per step and per dispatch" in notes[0]
+
+
+def test_the_host_fit_recovers_what_tp_and_fsdp_add_per_dispatch():
+    """On two CPU ranks the calibration runs the deeper tiny host run under tp and fsdp as well; made by the model
+    with known costs per dispatch beyond a plain step's, they give them back. A dp step takes neither, a tp step
+    its own per dispatch; one rank has no such runs."""
+    assert {f"host_{s}" for s in HOST_STRATEGIES} <= set(calibrate.benchmarks(compose("hardware=cpu")))
+    assert not {f"host_{s}" for s in HOST_STRATEGIES} & set(calibrate.benchmarks(compose("hardware=cpu", "hardware.gpus_per_node=1")))
+    extra = {"tp": 60e-6, "sp": 90e-6, "fsdp": 12e-6, "cp": 30e-6}
+    truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6, host_s_per_dispatch_by_strategy=extra)
+    runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
+    strategies = dict(zip(HOST_STRATEGIES, synthetic_runs(truth, tuple(f"host_{s}" for s in HOST_STRATEGIES), ["hardware=cpu"])))
+    fitted, notes = fit_host(runs, None, replace(truth, host_s_per_dispatch_by_strategy={}), strategies)
+    assert fitted["host_s_per_dispatch_by_strategy"] == pytest.approx(extra, rel=1e-6) and not notes
+    plain = replace(truth, host_s_per_dispatch_by_strategy={})
+    assert host_seconds(layout("hardware=cpu"), truth) == host_seconds(layout("hardware=cpu"), plain)  # dp
+    unit = replace(plain, host_s_per_dispatch=1.0, host_s_per_step=0.0)
+    for parallel, strategies in (("tp", ["tp"]), ("sp", ["sp"]), ("cp", ["cp"]), ("fsdp_tp", ["tp", "fsdp"])):
+        lay = layout("hardware=cpu", "hardware.gpus_per_node=4", f"parallel={parallel}")
+        added = host_seconds(lay, truth).total_s - host_seconds(lay, plain).total_s
+        assert added == pytest.approx(sum(extra[s] for s in strategies) * host_seconds(lay, unit).total_s), parallel
 
 
 def test_on_a_gpu_the_dispatch_counts_only_where_it_outlasts_the_kernels():
@@ -212,3 +235,10 @@ def test_a_gpu_calibration_profiles_its_none_runs_and_runs_them_at_twice_the_dep
         assert "profile.enabled=true" in gpu[f"{mode}_none"] and "profile.enabled=false" in gpu[f"{mode}_qk_norm"]
     cpu = calibrate.benchmarks(compose("hardware=cpu", "workload=train"))
     assert "eager_deep" not in cpu and "profile.enabled=false" in cpu["eager_none"]
+
+
+@pytest.mark.parametrize("costs", [{"dp": 1e-6}, {"tp": -1e-6}])
+def test_a_profile_whose_strategy_costs_name_no_strategy_or_go_negative_is_refused(tmp_path, costs):
+    path = save_calibration(replace(load_calibration("cpu"), host_s_per_dispatch_by_strategy=costs), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"host_s_per_dispatch_by_strategy = .*key each figure by a strategy"):
+        load_calibration(str(path))

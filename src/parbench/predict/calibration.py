@@ -25,6 +25,10 @@ SPEC_MATMUL_HALF_GFLOP = 1.0
 # seq 4096; docs/results/2026-11-22_session3.md: dp 86.7%, fsdp 85.4%, tp 0; 2026-11-22_h200x2.md:
 # cp 66.8%, ep 14.2%, pp send/recv 0). ZeRO's bucketed collectives are taken as fsdp's.
 MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 0.0, "cp": 0.668, "ep": 0.142}
+# Strategies whose wrappers add host work to an eager step's dispatches: tp (DTensor's dispatch of the sharded
+# layers' ops), sp (tp with sequence parallel: its norms and activations' too), fsdp (FSDP2's hooks and copies),
+# cp (the context-parallel attention's dispatch and its ring's exchanges)
+HOST_STRATEGIES = ("tp", "sp", "fsdp", "cp")
 # Until measured: selective checkpointing recomputes the forward's element-wise share, full the whole forward.
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
 
@@ -92,6 +96,10 @@ class Calibration:
     host_s_per_replayed_call: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
+    # What a dispatch costs beyond host_s_per_dispatch under a strategy whose wrappers add host work to an eager
+    # step (HOST_STRATEGIES: tp's and sp's DTensor dispatch of the sharded layers' ops, FSDP2's hooks and copies),
+    # by strategy; empty where not measured (one device).
+    host_s_per_dispatch_by_strategy: Dict[str, float] = field(default_factory=dict)
     attention_tflops: float = 0.0  # causal attention's rate on long sequences (0: the large-GEMM rate)
     # What each query costs beyond its keys, in keys: a short sequence's attention runs at
     # attended / (attended + this) of attention_tflops (the masked diagonal tiles, each row's softmax
@@ -245,6 +253,10 @@ class Calibration:
         figures = {"prefill": self.prefill_host_s,
                    "prefill_graph": self.prefill_graph_host_s or self.decode_host_s}.get(phase, self.decode_host_s)
         return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
+
+    def dispatch_seconds(self, strategies: tuple[str, ...]) -> float:
+        """An eager dispatch's host cost under these HOST_STRATEGIES: the plain cost and each one's beyond it."""
+        return self.host_s_per_dispatch + sum(self.host_s_per_dispatch_by_strategy.get(s, 0.0) for s in strategies)
 
     def elementwise(self, compiled: bool) -> float:
         return self.elementwise_factor.get(step_mode(compiled), 1.0)

@@ -15,7 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
 from parbench.paths import CONF_DIR
-from parbench.predict.calibration import ATTENTION_FIELDS, IDLE_UNIT, VERSION, Calibration, by_count, two_at_two
+from parbench.predict.calibration import ATTENTION_FIELDS, HOST_STRATEGIES, IDLE_UNIT, VERSION, Calibration, by_count, two_at_two
 
 CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
 
@@ -57,6 +57,10 @@ def load_calibration(ref: str) -> Calibration:
                               "`parbench calibrate` again")
     check_decode_gemms(path, cal)
     check_prefill_gemms(path, cal.prefill_gemm_s)
+    strategies = cal.host_s_per_dispatch_by_strategy
+    if not set(strategies) <= set(HOST_STRATEGIES) or not all(v >= 0 for v in strategies.values()):
+        raise ConfigError(f"calibration file {path}: host_s_per_dispatch_by_strategy = {dict(strategies)}: key each "
+                          f"figure by a strategy ({', '.join(HOST_STRATEGIES)}), none negative, or run `parbench calibrate` again")
     return cal
 
 

@@ -253,7 +253,7 @@ def device_idle(layout: Layout, cal: Calibration) -> DeviceIdle:
 
 def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
-    each, per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
+    each under the layout's strategies, per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
     adds to the backward per call of its forward (the replay, the checkpoint's bookkeeping); a compiled step,
     a profile without those costs or a family without counts: per step plus per layer, unsplit."""
     dispatches = eager_dispatches(layout)
@@ -261,8 +261,8 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
         per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
         return Host(0.0, 0.0, cal.host_s_per_step + per_layer * layer_passes(layout))
     checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * dispatches.replayed_calls
-    return Host(cal.host_s_per_dispatch * dispatches.calls, cal.host_s_per_dispatch * dispatches.ops + checkpointed,
-                cal.host_s_per_step)
+    per_dispatch = cal.dispatch_seconds(layout.host_strategies)
+    return Host(per_dispatch * dispatches.calls, per_dispatch * dispatches.ops + checkpointed, cal.host_s_per_step)
 
 
 def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool,

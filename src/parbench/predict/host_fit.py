@@ -12,7 +12,8 @@ replays: the replay and the checkpoint's own bookkeeping, about 3.3 ms a Llama l
 tiny or 1B-sized, and a GPT-2 block (25 calls to Llama's 55) far less
 (docs/results/2026-11-25_host_gpu31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
-their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch."""
+their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch; on two or
+more ranks the deeper tiny run under tp and under fsdp what each strategy's wrappers add per dispatch."""
 
 from __future__ import annotations
 
@@ -60,13 +61,25 @@ def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float,
     return (line["per_step"], line["per_layer"]) if line.get("per_layer") else None
 
 
-def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration) -> tuple[dict, list[str]]:
+def strategy_figures(strategies: dict[str, HostRun], cal: Calibration) -> dict:
+    """host_s_per_dispatch_by_strategy: what each strategy's run dispatches beyond a plain step of its layout at
+    `cal`'s figures, per dispatch (never negative), over the figures `cal` holds; nothing without such runs."""
+    if not strategies:
+        return {}
+    plain = replace(cal, host_s_per_dispatch_by_strategy={})
+    costs = {strategy: max(0.0, (measured_host(r, plain) - host_seconds(r.layout, plain).total_s) / dispatches(r.layout))
+             for strategy, r in strategies.items()}
+    return {"host_s_per_dispatch_by_strategy": {**cal.host_s_per_dispatch_by_strategy, **costs}}
+
+
+def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration,
+             strategies: dict[str, HostRun] | None = None) -> tuple[dict, list[str]]:
     """The host figures of the calibration, and a note on what the runs left as it was."""
     plain = [r for r in eager if r.layout.activation_checkpointing == "none"]
     costs = per_step_and_dispatch(plain, cal)
-    if costs is None:
-        return {}, ["host dispatch: the tiny runs without checkpointing do not fix a cost per step and per "
-                    "dispatch; kept the figures there were"] if eager else []
+    if costs is None:  # the strategies' costs beyond the figures kept
+        return strategy_figures(strategies or {}, cal), ["host dispatch: the tiny runs without checkpointing do not fix "
+                                                         "a cost per step and per dispatch; kept the figures there were"] if eager else []
     per_step, per_dispatch = costs
     fitted: dict = {"host_s_per_step": per_step, "host_s_per_dispatch": per_dispatch}
     ckpt = dict(cal.host_s_per_replayed_call)
@@ -81,4 +94,4 @@ def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration) -
     if compiled is not None:
         layers = compiled.layout.cfg.model.layers
         fitted["host_s_per_layer_compiled"] = max(0.0, (measured_host(compiled, cal) - per_step) / layers)
-    return fitted, []
+    return {**fitted, **strategy_figures(strategies or {}, replace(cal, **fitted))}, []

@@ -107,6 +107,12 @@ class Layout:
         return getattr(self.cfg.workload, "activation_checkpointing", "none")
 
     @property
+    def host_strategies(self) -> tuple[str, ...]:
+        """The HOST_STRATEGIES this layout runs (predict/calibration.py): tp or, with sequence parallel, sp; fsdp; cp."""
+        tp = ("sp" if self.cfg.parallel.sp else "tp") if self.dims.tp > 1 else ""
+        return tuple(s for s in (tp, "fsdp" if self.dims.fsdp > 1 else "", "cp" if self.dims.cp > 1 else "") if s)
+
+    @property
     def bubble(self) -> float:
         p = self.cfg.parallel
         return theoretical_bubble(p.pp_schedule, self.dims.pp, p.pp_microbatches, p.pp_stages_per_rank) \

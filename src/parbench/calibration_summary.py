@@ -1,0 +1,67 @@
+"""What `parbench calibrate` prints of the profile it fitted: each figure group on a line, then its notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from parbench.config.schema import Config
+from parbench.fmt import format_metric
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, by_count
+from parbench.workloads.specs.microbench import human_size
+
+
+def decode_gemm_summary(cal: Calibration) -> str:
+    if not cal.decode_gemm_s:
+        return "decode GEMMs: weights at the memory's bandwidth"
+    return "decode GEMMs: " + ", ".join(f"{human_size(int(b))} {format_metric('latency_s', s)}" for b, s in
+                                        cal.decode_gemm_s.items()) + f" (unaligned x{cal.decode_unaligned_factor:.2f})"
+
+
+def prefill_gemm_summary(cal: Calibration, weight_bytes: int = 32 << 20) -> str:
+    """The prefill GEMMs' memory side at one size, by the measured row counts."""
+    counts = by_count(cal.prefill_gemm_s)
+    if not counts:
+        return "prefill GEMMs: weights at the memory's bandwidth"
+    return f"prefill GEMMs on {human_size(weight_bytes)}: " + ", ".join(
+        f"{rows} rows {format_metric('latency_s', cal.prefill_gemm_seconds(rows, weight_bytes))}" for rows in counts)
+
+
+def decode_attention_summary(cal: Calibration) -> str:
+    if not cal.decode_attention_s:
+        return f"decode attention: KV cache read x{cal.kv_read_factor:.3g}"
+    return "decode attention calls: " + ", ".join(
+        f"{kind} heads " + " ".join(f"{shape} {format_metric('latency_s', s)}" for shape, s in calls.items())
+        for kind, calls in cal.decode_attention_s.items())
+
+
+def attention_summary(cal: Calibration) -> str:
+    widths = cal.attention_widths or {"every": {f: getattr(cal, f) for f in ATTENTION_FIELDS}}
+
+    def curve(f: dict, prefix: str) -> str:
+        return (f"{format_metric('tflops', f[f'{prefix}_tflops'])} +{f[f'{prefix}_extra_positions']:.0f} keys a query "
+                f"+ {format_metric('latency_s', f[f'{prefix}_call_s'])} a call")
+
+    return "attention " + ", ".join(f"{width}: {curve(f, 'attention')} (forward {curve(f, 'attention_forward')})"
+                                    for width, f in widths.items())
+
+
+def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
+    link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
+    return "\n".join([
+        f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
+        f"GFLOP), {attention_summary(cal)}, memory "
+        f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
+        f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
+        f"{100 * cal.overlap['fsdp']:.1f} %",
+        f"[calibrate] inference host: prefill {cal.prefill_host_s}, replayed prefill "
+        f"{cal.prefill_graph_host_s or 'as a decode step'}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
+        f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}; {prefill_gemm_summary(cal)}",
+        f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
+        f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "
+        f"element {cal.head_grad_bytes}, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "
+        f"host {format_metric('host_s', cal.host_s_per_step)}"
+        f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
+        + "".join(f" + {format_metric('host_s', s)} per call a {mode}-checkpointed layer replays"
+                  for mode, s in cal.host_s_per_replayed_call.items())
+        + "".join(f", {strategy} +{format_metric('host_s', s)} a dispatch" for strategy, s in cal.host_s_per_dispatch_by_strategy.items()),
+        *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])
