@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -55,6 +56,11 @@ class Cli:
     def losses(self, num: int | None = None) -> list[float]:
         return [row["loss"] for row in self.steps(num)]
 
+    def trained_losses(self, num: int | None = None) -> list[float]:
+        """The warm-up and measured steps' losses: a profiled run's profiler window (extra steps after
+        them) left out, so that it compares with an unprofiled reference step for step."""
+        return [row["loss"] for row in self.steps(num) if row["phase"] != "profile"]
+
     def results(self, num: int | None = None) -> dict:
         return json.loads((self.job_dir(num) / "results.json").read_text())
 
@@ -70,7 +76,16 @@ HF_TINY = REPO / "tests" / "models" / "hf_tiny"
 HF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "gpt2")
 # Training that shows a wrong gradient within a step or two (lr 0.02), without the profile window,
 # whose extra steps let MoE routing drift; the single-process reference of tests/parallel.
-TRAIN = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4", "profile.enabled=false")
+TRAIN_STEPS = ("workload.lr=0.02", "workload.warmup_steps=1", "workload.steps=3", "workload.batch_size=4")
+TRAIN = (*TRAIN_STEPS, "profile.enabled=false")
+# The dense model tests/parallel's fast layouts train: the tiny preset with Qwen3-style q/k norms,
+# whose weight gradients tp and sp must reduce (a missing reduction moves the loss by 1e-4..1e-3).
+DENSE = ("model.qk_norm=true",)
+# The shared 2-rank sweeps below: profiled (their collectives are measured) over TRAIN's steps.
+PROFILED_TRAIN = (*TRAIN_STEPS, "profile.enabled=true", "profile.active_steps=2", "profile.plots=false")
+DP_FSDP = ("parallel=dp,fsdp", *PROFILED_TRAIN)
+# Fully checkpointed: the recomputed forward's collectives are counted too (tests/predict).
+TP_SP_CP = ("parallel=tp,sp,cp", *PROFILED_TRAIN, *DENSE, "workload.activation_checkpointing=full")
 
 # Attention figures per head width, as a GPU profile holds them (tests of their fit and use).
 ATTENTION_WIDTHS = {"64": {"attention_tflops": 400, "attention_extra_positions": 700, "attention_call_s": 40e-6,
@@ -87,12 +102,17 @@ def hf_model(family: str) -> tuple[str, ...]:
     return "model=hf", f"model.path={HF_TINY / family}", "model.default_seq_len=64"
 
 
-def single_process_losses(root: Path, *overrides: str) -> list[float]:
+def one_process_losses(root: Path, *overrides: str) -> list[float]:
     """Per-step losses of the one-process run (DDP of one rank) the layouts must reproduce."""
     root.mkdir(exist_ok=True)
     cli = Cli(root)
-    cli.run("hardware.gpus_per_node=1", "parallel=dp", *TRAIN, *overrides)
+    cli.run("hardware.gpus_per_node=1", "parallel=dp", *overrides)
     return cli.losses()
+
+
+def single_process_losses(root: Path, *overrides: str) -> list[float]:
+    """one_process_losses of TRAIN with these overrides."""
+    return one_process_losses(root, *TRAIN, *overrides)
 
 
 def free_port() -> int:
@@ -140,6 +160,63 @@ def vllm_must_be_installed(request) -> None:
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path)
+
+
+# A torchrun launch costs ~10 s on 2 cores, most of it start-up. Tests that check different things of
+# the same run share it through these session fixtures instead of each launching its own.
+
+@pytest.fixture(scope="session")
+def reference_losses(tmp_path_factory) -> Callable[..., list[float]]:
+    """one_process_losses(*overrides), run once a session per set of overrides."""
+    cache: dict[tuple[str, ...], list[float]] = {}
+
+    def losses(*overrides: str) -> list[float]:
+        if overrides not in cache:
+            cache[overrides] = one_process_losses(tmp_path_factory.mktemp("reference"), *overrides)
+        return cache[overrides]
+
+    return losses
+
+
+def shared_sweep(tmp_path_factory, name: str, *overrides: str) -> Cli:
+    cli = Cli(tmp_path_factory.mktemp(name))
+    cli.run(*overrides, multirun=True)
+    return cli
+
+
+@pytest.fixture(scope="session")
+def dp_fsdp_sweep(tmp_path_factory) -> Cli:
+    """DP_FSDP's sweep (job 0 dp, job 1 fsdp): the orchestrator's sweep, the predicted bytes and
+    memory (tests/predict) and ZeRO's AdamW reference (tests/parallel/test_zero.py)."""
+    return shared_sweep(tmp_path_factory, "dp_fsdp", *DP_FSDP)
+
+
+@pytest.fixture(scope="session")
+def tp_sp_cp_sweep(tmp_path_factory) -> Cli:
+    """TP_SP_CP's sweep (jobs 0 tp, 1 sp, 2 cp): their losses against one process (tests/parallel)
+    and tp's and sp's collectives against the prediction (tests/predict)."""
+    return shared_sweep(tmp_path_factory, "tp_sp_cp", *TP_SP_CP)
+
+
+def family_decode_overrides(family: str) -> tuple[str, ...]:
+    """The native engine on a tiny family on 1 rank, tp=2 and pp=2, each checking its KV-cache decode
+    against recomputing the sequence (workload.verify); profiled, as inference is by default."""
+    return ("workload=inference", *hf_model(family), "parallel=dp,tp,pp", "workload.verify=true",
+            "workload.warmup=0", "workload.repeats=1", "workload.input_len=20", "workload.output_len=8")
+
+
+@pytest.fixture(scope="session")
+def family_decodes(tmp_path_factory) -> Callable[[str], Cli]:
+    """family_decode_overrides(family)'s sweep, run once a session per family: the family's decode
+    (tests/models/test_hf_families.py) and qwen2's tp=2 communication shares (tests/workloads)."""
+    cache: dict[str, Cli] = {}
+
+    def sweep(family: str) -> Cli:
+        if family not in cache:
+            cache[family] = shared_sweep(tmp_path_factory, f"decode_{family}", *family_decode_overrides(family))
+        return cache[family]
+
+    return sweep
 
 
 def compose(*overrides: str, gpus=()):

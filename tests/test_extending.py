@@ -30,7 +30,7 @@ def test_a_strategy_from_a_plugin_module_is_checked_and_applied(cli):
     refused = cli.run("plugins=[throwaway_strategy]", "seed=13", check=False)
     assert refused.returncode == 2 and "throwaway refuses seed=13" in refused.stderr
 
-    cli.run("plugins=[throwaway_strategy]", "workload.steps=2", "workload.warmup_steps=1")
+    cli.run("plugins=[throwaway_strategy]", "workload.steps=2", "workload.warmup_steps=1", "profile.enabled=false")
     run = cli.runs().iloc[-1]
     assert run["status"] == "FINISHED"
     assert run["metrics.throwaway_ranks"] == 2.0

@@ -46,8 +46,8 @@ def assert_comm_metrics(run, collectives: tuple[str, ...]) -> None:
         assert run[f"metrics.comm_pct_{collective}"] > 0, collective
 
 
-def test_sweep_has_parent_and_one_child_per_job(cli):
-    cli.run("parallel=dp,fsdp", "model=tiny", multirun=True)
+def test_sweep_has_parent_and_one_child_per_job(dp_fsdp_sweep):
+    cli = dp_fsdp_sweep  # parallel=dp,fsdp on the tiny model, profiled (conftest's DP_FSDP)
     runs = cli.runs()
     parents = runs[runs["tags.parbench.sweep"] == "true"]
     children = runs[runs["tags.mlflow.parentRunId"].notna()]

@@ -6,7 +6,9 @@ import pytest
 
 
 def test_submitit_local_launcher_runs_sweep(cli):
-    cli.run("hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", "parallel=dp,fsdp", multirun=True)
+    # The launcher is under test, not the training: two steps each, unprofiled (its jobs run at once).
+    cli.run("hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", "parallel=dp,fsdp", "workload.steps=2",
+            "workload.warmup_steps=1", "profile.enabled=false", multirun=True)
     children = cli.runs().dropna(subset=["tags.mlflow.parentRunId"])
     assert sorted(children["params.parallel.name"]) == ["dp", "fsdp"]
     assert (children.status == "FINISHED").all()

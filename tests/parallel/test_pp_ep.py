@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import Cli
+from conftest import DENSE, TRAIN, Cli, one_process_losses
 
 LOSS_RTOL = 2e-5
 ADAMW = ("workload.warmup_steps=1", "workload.steps=3", "workload.lr=0.01")
 SGD = ("workload.warmup_steps=1", "workload.steps=3", "workload.optimizer=sgd", "workload.lr=2.0")
 MOE = ("model=tiny_moe", "model.aux_loss_coef=1.0")
-
-
-def reference_losses(cli: Cli, *overrides: str) -> list[float]:
-    """One process (DDP of one rank): the single-device run the strategies must reproduce."""
-    cli.run("hardware.gpus_per_node=1", "parallel=dp", *overrides)
-    return cli.losses()
 
 
 def assert_bubble_logged(results: dict, theory: float) -> None:
@@ -32,16 +26,19 @@ def assert_bubble_logged(results: dict, theory: float) -> None:
     assert metrics["bubble_pct_theory"] == pytest.approx(100 * theory)
 
 
-@pytest.mark.parametrize("schedules, overrides, theory", [
+@pytest.mark.parametrize("schedules, training, layout, theory", [
     # p=2, m=2: (p-1)/(m+p-1); 2 sequences per microbatch (their strides must match the first batch's).
-    ("gpipe,1f1b", ("model.layers=4", "parallel.pp_microbatches=2"), 1 / 3),
-    # v=2 stages per rank: (p-1)/(v*m+p-1); zero bubble: (p-1)/(3*v*m+p-1).
-    pytest.param("interleaved_1f1b,zero_bubble", ("model.layers=4", "parallel.pp_stages_per_rank=2"), None,
+    # The model and training of tests/parallel/test_tp_cp.py, whose one-process run this shares.
+    ("gpipe,1f1b", (*TRAIN, *DENSE), ("parallel.pp_microbatches=2",), 1 / 3),
+    # v=2 stages per rank: (p-1)/(v*m+p-1); zero bubble: (p-1)/(3*v*m+p-1). At 4 layers, not DENSE at TRAIN's
+    # lr 0.02: its loss climbs (6.25 -> 6.42 in 4 steps) and interleaved 1F1B's summation order grows from
+    # 6e-6 to 3.3e-5 at the 4th step, past LOSS_RTOL (the 2-layer fast case: at most 1e-7; lr 0.01: 0).
+    pytest.param("interleaved_1f1b,zero_bubble", (*ADAMW, "model.layers=4"), ("parallel.pp_stages_per_rank=2",), None,
                  marks=pytest.mark.slow),
 ])
-def test_pp_schedules_match_single_process(cli, schedules, overrides, theory):
-    expected = reference_losses(cli, *ADAMW, *overrides)
-    cli.run(*ADAMW, "parallel=pp", f"parallel.pp_schedule={schedules}", *overrides, multirun=True)
+def test_pp_schedules_match_single_process(cli, reference_losses, schedules, training, layout, theory):
+    expected = reference_losses(*training)
+    cli.run(*training, "parallel=pp", f"parallel.pp_schedule={schedules}", *layout, multirun=True)
     for num, schedule in enumerate(schedules.split(",")):
         assert cli.losses(num) == pytest.approx(expected, rel=LOSS_RTOL), schedule
         ideal = theory if theory is not None else (1 / 9 if schedule == "interleaved_1f1b" else 1 / 25)
@@ -55,7 +52,7 @@ def test_pp_schedules_match_single_process(cli, schedules, overrides, theory):
 @pytest.mark.parametrize("optimizer", [ADAMW, pytest.param(SGD, marks=pytest.mark.slow)], ids=["adamw", "sgd"])
 def test_ep_matches_single_process(cli, optimizer):
     # parallel=ep on 2 ranks: fsdp=2, ep=2 (two experts per rank); a step sees 2 x 4 sequences.
-    expected = reference_losses(cli, *optimizer, *MOE, "workload.batch_size=8")
+    expected = one_process_losses(cli.root, *optimizer, *MOE, "workload.batch_size=8")
     cli.run(*optimizer, *MOE, "parallel=ep")
     assert cli.losses() == pytest.approx(expected, rel=LOSS_RTOL)
 
@@ -65,7 +62,7 @@ def test_pp_moe_matches_single_process_without_aux_loss(cli):
     """MoE layers in pipeline stages. The load-balancing loss is per microbatch under pp (the
     whole batch's routing is not known when a microbatch runs), so exactness holds without it."""
     no_aux = ("model=tiny_moe", "model.aux_loss_coef=0")
-    expected = reference_losses(cli, *ADAMW, *no_aux)
+    expected = one_process_losses(cli.root, *ADAMW, *no_aux)
     cli.run(*ADAMW, *no_aux, "parallel=pp")
     assert cli.losses() == pytest.approx(expected, rel=LOSS_RTOL)
 
@@ -75,12 +72,12 @@ def test_four_rank_compositions_match_single_process(cli):
     """dp x pp, pp x fsdp (4 ranks, 2 x 2) and ep=2 inside fsdp=4 (experts FSDP-sharded over 2
     ranks), with SGD so that gradient scale errors (microbatch or expert reductions) show."""
     four = ("hardware.gpus_per_node=4",)
-    dense = reference_losses(cli, *SGD, "model.layers=4", "workload.batch_size=8")
+    dense = one_process_losses(cli.root, *SGD, "model.layers=4", "workload.batch_size=8")
     cli.run(*SGD, *four, "parallel=pp,pp_fsdp", "model.layers=4", multirun=True)
     for num in (0, 1):
         assert cli.losses(num) == pytest.approx(dense, rel=LOSS_RTOL)
         assert_bubble_logged(cli.results(num), 1 / 5)
-    moe = reference_losses(cli, *SGD, *MOE, "workload.batch_size=16")
+    moe = one_process_losses(cli.root, *SGD, *MOE, "workload.batch_size=16")
     cli.run(*SGD, *four, *MOE, "parallel=ep")
     assert cli.losses() == pytest.approx(moe, rel=LOSS_RTOL)
 
@@ -89,7 +86,7 @@ def test_four_rank_compositions_match_single_process(cli):
 def test_3d_dp_tp_pp_on_eight_ranks_matches_single_process(cli):
     """dp 2 x tp 2 x pp 2 on one mesh (8 gloo ranks): the single process's 4 sequences per step,
     2 per data-parallel rank, one per microbatch, with SGD so that a mis-scaled gradient shows."""
-    dense = reference_losses(cli, *SGD, "model.layers=4", "workload.batch_size=4")
+    dense = one_process_losses(cli.root, *SGD, "model.layers=4", "workload.batch_size=4")
     cli.run(*SGD, "hardware.gpus_per_node=8", "parallel=3d", "model.layers=4", "workload.global_batch_size=4",
             "parallel.pp_microbatches=2")
     assert cli.losses() == pytest.approx(dense, rel=LOSS_RTOL)

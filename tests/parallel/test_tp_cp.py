@@ -13,8 +13,9 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 
-from conftest import TRAIN, single_process_losses, spawn_gloo_ranks
+from conftest import DENSE, TRAIN, single_process_losses, spawn_gloo_ranks
 
 REL = 2e-5
 GPT2_TINY = ("model=gpt2_xl", "model.layers=2", "model.hidden=64", "model.heads=4", "model.kv_heads=4",
@@ -22,8 +23,9 @@ GPT2_TINY = ("model=gpt2_xl", "model.layers=2", "model.hidden=64", "model.heads=
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> list[float]:
-    return single_process_losses(tmp_path_factory.mktemp("reference"))
+def reference(reference_losses) -> list[float]:
+    """The one process's run of DENSE, which tests/parallel/test_pp_ep.py's pipelines share."""
+    return reference_losses(*TRAIN, *DENSE)
 
 
 def tokens_per_step(results: dict) -> float:
@@ -31,28 +33,33 @@ def tokens_per_step(results: dict) -> float:
     return m["throughput_tokens_per_s"] * m["step_time_s"]
 
 
-@pytest.mark.parametrize("layout", [["parallel=tp"], ["parallel=sp"], ["parallel=cp"]],
-                         ids=["tp", "sp", "cp"])
-def test_two_ranks_match_single_process(cli, reference, layout):
-    cli.run(*TRAIN, *layout)
-    assert cli.losses() == pytest.approx(reference, rel=REL)
+def assert_trains_like_one_process(cli, reference: list[float], num: int | None = None) -> None:
+    assert cli.trained_losses(num) == pytest.approx(reference, rel=REL)
     # tp and cp ranks share their batch: a step is still batch_size * dp * fsdp * seq_len tokens.
-    assert tokens_per_step(cli.results()) == pytest.approx(4 * 64)
+    assert tokens_per_step(cli.results(num)) == pytest.approx(4 * 64)
+
+
+@pytest.mark.parametrize("num, layout", [(0, "tp"), (1, "sp"), (2, "cp")], ids=["tp", "sp", "cp"])
+def test_two_ranks_match_single_process(tp_sp_cp_sweep, reference, num, layout):
+    """conftest's TP_SP_CP sweep, fully checkpointed and profiled (tests/predict counts tp's and sp's
+    collectives): recomputing the forward changes no loss, and the profiler's window comes after the
+    compared steps."""
+    assert OmegaConf.load(tp_sp_cp_sweep.job_dir(num) / "resolved.yaml").parallel.name == layout
+    assert_trains_like_one_process(tp_sp_cp_sweep, reference, num)
 
 
 @pytest.mark.slow
 def test_fsdp_tp_and_dp_tp_on_four_ranks_match_single_process(cli, reference):
     # 2 data-parallel ranks x tp 2: batch 2 per data rank, the same global batch of 4.
-    cli.run("parallel=fsdp_tp,dp_tp", "hardware.gpus_per_node=4", *TRAIN, "workload.batch_size=2",
+    cli.run("parallel=fsdp_tp,dp_tp", "hardware.gpus_per_node=4", *TRAIN, *DENSE, "workload.batch_size=2",
             multirun=True)
     for job in (0, 1):
-        assert cli.losses(job) == pytest.approx(reference, rel=REL)
-        assert tokens_per_step(cli.results(job)) == pytest.approx(4 * 64)
+        assert_trains_like_one_process(cli, reference, job)
 
 
 @pytest.mark.slow
 def test_cp_with_sequence_parallel_tp_on_four_ranks_matches_single_process(cli, reference):
-    cli.run("parallel=cp", "parallel.tp=2", "parallel.sp=true", "hardware.gpus_per_node=4", *TRAIN)
+    cli.run("parallel=cp", "parallel.tp=2", "parallel.sp=true", "hardware.gpus_per_node=4", *TRAIN, *DENSE)
     assert cli.losses() == pytest.approx(reference, rel=REL)
 
 

@@ -31,7 +31,7 @@ from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
 from parbench.predict.memory import weight_cast_bytes
 from parbench.models.shapes import param_counts
-from conftest import ATTENTION_WIDTHS, compose
+from conftest import ATTENTION_WIDTHS, TP_SP_CP, compose
 
 # model=hf reads a config.json (its counts: tests/models/test_hf_families.py).
 MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if p.stem != "hf")
@@ -267,12 +267,10 @@ def predicted_collectives(parallel: str, *overrides: str) -> dict[str, tuple[int
     return out
 
 
-def test_memory_and_communication_equal_a_real_2_rank_run(cli):
+def test_memory_and_communication_equal_a_real_2_rank_run(dp_fsdp_sweep):
     """DDP and FSDP2 on 2 gloo ranks: the parameters each rank holds and the bytes of every
     collective in the profiled steps are what the model predicts; the run logs predicted figures."""
-    active = 2
-    cli.run("parallel=dp,fsdp", "profile.enabled=true", f"profile.active_steps={active}", "profile.plots=false",
-            "workload.warmup_steps=1", "workload.steps=4", multirun=True)
+    cli, active = dp_fsdp_sweep, 2  # conftest's DP_FSDP: profile.active_steps=2
     runs = cli.runs().dropna(subset=["tags.mlflow.parentRunId"]).reset_index(drop=True)
     for num, parallel in enumerate(("dp", "fsdp")):
         run = runs[runs["params.parallel.name"] == parallel].iloc[0]
@@ -407,15 +405,13 @@ def test_parameters_held_under_zero_equal_the_prediction(cli):
         assert run["metrics.params_held_gb"] == pytest.approx(predict(cfg, validate(cfg, None)).memory.params_gb)
 
 
-def test_tensor_and_sequence_parallel_collectives_equal_a_real_2_rank_run(cli):
+def test_tensor_and_sequence_parallel_collectives_equal_a_real_2_rank_run(tp_sp_cp_sweep):
     """tp and sp on 2 gloo ranks, fully checkpointed, with Qwen3's q/k norms: every collective call and
     byte of the profiled steps is one the model counts (column-parallel GEMMs' input gradients one by one,
     the embedding, the head, loss_parallel, the recomputed forward, the norms' weight gradients)."""
-    active, extra = 2, ("workload.activation_checkpointing=full", "model.qk_norm=true")
-    cli.run("parallel=tp,sp", *extra, "profile.enabled=true", f"profile.active_steps={active}", "profile.plots=false",
-            "workload.warmup_steps=1", "workload.steps=4", multirun=True)
+    active, ran = 2, TP_SP_CP[1:]  # what each job of the sweep ran besides its parallel= (profile.active_steps=2)
     for num, parallel in enumerate(("tp", "sp")):
-        measured, predicted = collectives_per_step(cli, num, active), predicted_collectives(parallel, *extra)
+        measured, predicted = collectives_per_step(tp_sp_cp_sweep, num, active), predicted_collectives(parallel, *ran)
         assert measured.keys() == predicted.keys(), parallel
         for kind, (calls, nbytes) in predicted.items():
             assert measured[kind] == (pytest.approx(calls), pytest.approx(nbytes)), (parallel, kind)

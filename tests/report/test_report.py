@@ -34,7 +34,7 @@ def sweep(root, name: str, uri: str, *overrides: str) -> Cli:
     cli.uri = uri
     proc = cli.run(*overrides, multirun=True, timeout=900, check=False)
     assert proc.returncode in (0, 1), proc.stderr  # 1: a point FAILED, on purpose (strong scaling's 3 ranks)
-    cli.stdout = proc.stdout
+    cli.stdout, cli.returncode = proc.stdout, proc.returncode
     return cli
 
 
@@ -47,9 +47,9 @@ def store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def strong(store) -> Cli:
     """Strong scaling over 1 and 2 ranks (one global batch); 3 ranks cannot split the batch: a
-    FAILED point."""
+    FAILED point, the first, so that the sweep is seen to go on after it."""
     root, uri = store
-    return sweep(root, "strong", uri, *QUICK_TRAIN, "hardware.gpus_per_node=1,2,3", "workload.global_batch_size=4",
+    return sweep(root, "strong", uri, *QUICK_TRAIN, "hardware.gpus_per_node=3,1,2", "workload.global_batch_size=4",
                  "invalid_points=record")
 
 
@@ -80,6 +80,12 @@ def test_sweep_end_report_on_the_parent_run(strong, store):
     assert page.count("data:image/png;base64,") == 5 and "src='training" not in page  # self-contained
     failed = pd.read_csv(folder / "failed_runs.csv")
     assert len(failed) == 1 and "gpus_per_node=3" in failed["run"][0] and "multiple of" in failed["reason"][0]
+    # invalid_points=record: the invalid first point is a FAILED run with its reason, the points after
+    # it ran, and the sweep exits 1 (the fast set's case of tests/launch/test_torchrun.py's).
+    runs = strong.runs()
+    points = runs[runs["tags.mlflow.parentRunId"] == parent]
+    assert list(points.status) == ["FAILED", "FINISHED", "FINISHED"] and strong.returncode == 1
+    assert points.iloc[0]["tags.failure_reason"].startswith("invalid config: ")
 
     # Speedup and efficiency from the children's logged step times (one global batch: time ratios).
     step = children_step_times(strong)

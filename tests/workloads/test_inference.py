@@ -417,10 +417,12 @@ def test_native_decode_with_cache_matches_recompute_on_1_rank_tp2_pp2(cli):
     assert (cli.root / "sweep" / "report" / "inference_overhead.csv").exists()
 
 
-def test_tp2_inference_logs_the_communication_share_of_prefill_and_decode(cli):
-    """By default (no profile override): each phase's trace on each rank, analysed as training steps are."""
-    cli.run("workload=inference", "parallel=tp", "workload.repeats=1", "workload.input_len=16", "workload.output_len=4")
-    run = cli.runs().iloc[0]
+def test_tp2_inference_logs_the_communication_share_of_prefill_and_decode(family_decodes):
+    """By default (no profile override): each phase's trace on each rank, analysed as training steps are.
+    The tp=2 job of the tiny qwen2's decode sweep (tests/models/test_hf_families.py), which shares it."""
+    cli = family_decodes("qwen2")
+    runs = cli.runs()
+    run = runs[runs["params.parallel.name"] == "tp"].iloc[0]
     for phase in ("prefill", "decode"):
         assert 0 < run[f"metrics.{phase}_comm_pct"] < 100, phase
         assert run[f"metrics.{phase}_exposed_comm_pct"] <= run[f"metrics.{phase}_comm_pct"] + 1e-9

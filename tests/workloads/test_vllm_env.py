@@ -20,7 +20,7 @@ if sys.argv[2] == "leave":
     from parbench.workloads.inference.vllm_engine.run import leave_torchrun_env
     leave_torchrun_env()
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[1]}", world_size=1, rank=0,
-                        timeout=datetime.timedelta(seconds=4))
+                        timeout=datetime.timedelta(seconds=2))
 dist.destroy_process_group()
 print("rendezvous done")
 """
