@@ -65,6 +65,11 @@ def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, floa
     return dict(kinds), dict(sorted(names.items(), key=lambda kv: -kv[1])[:8])
 
 
+def local_hardware() -> str:
+    """The hardware profile hardware=auto picks for this machine's first GPU."""
+    return compose_config([]).hardware.name
+
+
 def predicted_parts(model: str, hardware: str, batch: int, input_len: int, output_len: int,
                     cal) -> dict[str, dict[str, float]]:
     """The model's prefill and decode parts (ms), as predict_inference adds them."""
@@ -127,10 +132,11 @@ def main() -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--points", required=True, help="BATCHxPROMPT,... e.g. 8x512,1x512")
     p.add_argument("--output-len", type=int, default=64)
-    p.add_argument("--hardware", default="h100_sxm", help="the hardware config the prediction composes")
+    p.add_argument("--hardware", default=None, help="the hardware config the prediction composes (default: this GPU's)")
     p.add_argument("--calibration", default=None, help="a profile's name or file (default: the hardware's)")
     args = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
+    args.hardware = args.hardware or local_hardware()
     cal = load_calibration(args.calibration or args.hardware)
     model_cfg = compose_config([f"model={args.model}"]).model
     env = single_device_env("cuda")
