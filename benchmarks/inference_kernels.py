@@ -65,11 +65,6 @@ def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, floa
     return dict(kinds), dict(sorted(names.items(), key=lambda kv: -kv[1])[:8])
 
 
-def local_hardware() -> str:
-    """The hardware profile hardware=auto picks for this machine's first GPU."""
-    return compose_config([]).hardware.name
-
-
 def predicted_parts(model: str, hardware: str, batch: int, input_len: int, output_len: int,
                     cal) -> dict[str, dict[str, float]]:
     """The model's prefill and decode parts (ms), as predict_inference adds them."""
@@ -136,7 +131,7 @@ def main() -> None:
     p.add_argument("--calibration", default=None, help="a profile's name or file (default: the hardware's)")
     args = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
-    args.hardware = args.hardware or local_hardware()
+    args.hardware = args.hardware or compose_config([]).hardware.name  # hardware=auto: this GPU's
     cal = load_calibration(args.calibration or args.hardware)
     model_cfg = compose_config([f"model={args.model}"]).model
     env = single_device_env("cuda")

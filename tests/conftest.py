@@ -85,7 +85,8 @@ DENSE = ("model.qk_norm=true",)
 PROFILED_TRAIN = (*TRAIN_STEPS, "profile.enabled=true", "profile.active_steps=2", "profile.plots=false")
 DP_FSDP = ("parallel=dp,fsdp", *PROFILED_TRAIN)
 # Fully checkpointed: the recomputed forward's collectives are counted too (tests/predict).
-TP_SP_CP = ("parallel=tp,sp,cp", *PROFILED_TRAIN, *DENSE, "workload.activation_checkpointing=full")
+TP_SP_CP_RUN = (*PROFILED_TRAIN, *DENSE, "workload.activation_checkpointing=full")
+TP_SP_CP = ("parallel=tp,sp,cp", *TP_SP_CP_RUN)
 
 # Attention figures per head width, as a GPU profile holds them (tests of their fit and use).
 ATTENTION_WIDTHS = {"64": {"attention_tflops": 400, "attention_extra_positions": 700, "attention_call_s": 40e-6,

@@ -28,7 +28,6 @@ from parbench.predict.memory import estimate_memory
 
 LOSS_ABS = 1e-5
 ADAMW_LOSS_ABS = 1e-4
-TRAIN = TRAIN_STEPS  # profiled, as DeepSpeed's runs are by default
 INSTALL = "pip install -e '.[deepspeed]'"
 needs_deepspeed = pytest.mark.skipif(not deepspeed_installed(), reason=f"deepspeed is not installed: {INSTALL}")
 
@@ -36,14 +35,14 @@ needs_deepspeed = pytest.mark.skipif(not deepspeed_installed(), reason=f"deepspe
 @pytest.fixture(scope="module")
 def ddp_losses(tmp_path_factory, dp_fsdp_sweep):
     """DDP's losses on 2 ranks, per optimizer, run once each: AdamW's (the default optimizer) are
-    those of conftest's shared dp,fsdp sweep, which trains TRAIN's steps too."""
-    assert set(TRAIN) <= set(DP_FSDP)
+    those of conftest's shared dp,fsdp sweep, which trains TRAIN_STEPS too (profiled, as DeepSpeed's runs are by default)."""
+    assert set(TRAIN_STEPS) <= set(DP_FSDP)
     cache: dict[str, list[float]] = {"adamw": dp_fsdp_sweep.trained_losses(0)}
 
     def losses(optimizer: str) -> list[float]:
         if optimizer not in cache:
             cli = Cli(tmp_path_factory.mktemp(f"ddp_{optimizer}"))
-            cli.run("parallel=dp", *TRAIN, f"workload.optimizer={optimizer}")
+            cli.run("parallel=dp", *TRAIN_STEPS, f"workload.optimizer={optimizer}")
             cache[optimizer] = cli.trained_losses()
         return cache[optimizer]
 
@@ -66,7 +65,7 @@ def loss_tolerance(optimizer: str) -> float:
         ("zero2_offload parallel.zero.torch_adam=false", "adamw")]),
 ])
 def test_zero_stage_trains_like_ddp(cli, ddp_losses, parallel, optimizer):
-    cli.run(*f"parallel={parallel}".split(), *TRAIN, f"workload.optimizer={optimizer}")
+    cli.run(*f"parallel={parallel}".split(), *TRAIN_STEPS, f"workload.optimizer={optimizer}")
     assert cli.trained_losses() == pytest.approx(ddp_losses(optimizer), abs=loss_tolerance(optimizer))
     results = cli.results()
     assert results["tags"]["deepspeed_version"]
@@ -77,7 +76,7 @@ def test_zero_stage_trains_like_ddp(cli, ddp_losses, parallel, optimizer):
 def test_sweep_puts_ddp_and_zero2_side_by_side_in_mlflow(cli):
     """...and ZeRO-2 trains like the DDP beside it, with SGD, where a gradient averaged wrongly over
     the ranks shows (this is the fast set's SGD case of test_zero_stage_trains_like_ddp)."""
-    cli.run("parallel=dp,zero2", *TRAIN, "workload.optimizer=sgd", multirun=True)  # profiled by default
+    cli.run("parallel=dp,zero2", *TRAIN_STEPS, "workload.optimizer=sgd", multirun=True)  # profiled by default
     assert cli.trained_losses(1) == pytest.approx(cli.trained_losses(0), abs=loss_tolerance("sgd"))
     runs = cli.runs()
     children = runs[runs["tags.mlflow.parentRunId"].notna()].set_index("params.parallel.name")

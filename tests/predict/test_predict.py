@@ -31,7 +31,7 @@ from parbench.predict.comm import step_comms
 from parbench.predict.layout import Layout
 from parbench.predict.memory import weight_cast_bytes
 from parbench.models.shapes import param_counts
-from conftest import ATTENTION_WIDTHS, TP_SP_CP, compose
+from conftest import ATTENTION_WIDTHS, TP_SP_CP_RUN, compose
 
 # model=hf reads a config.json (its counts: tests/models/test_hf_families.py).
 MODELS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if p.stem != "hf")
@@ -409,9 +409,10 @@ def test_tensor_and_sequence_parallel_collectives_equal_a_real_2_rank_run(tp_sp_
     """tp and sp on 2 gloo ranks, fully checkpointed, with Qwen3's q/k norms: every collective call and
     byte of the profiled steps is one the model counts (column-parallel GEMMs' input gradients one by one,
     the embedding, the head, loss_parallel, the recomputed forward, the norms' weight gradients)."""
-    active, ran = 2, TP_SP_CP[1:]  # what each job of the sweep ran besides its parallel= (profile.active_steps=2)
+    active = 2  # conftest's TP_SP_CP: profile.active_steps=2
     for num, parallel in enumerate(("tp", "sp")):
-        measured, predicted = collectives_per_step(tp_sp_cp_sweep, num, active), predicted_collectives(parallel, *ran)
+        measured = collectives_per_step(tp_sp_cp_sweep, num, active)
+        predicted = predicted_collectives(parallel, *TP_SP_CP_RUN)
         assert measured.keys() == predicted.keys(), parallel
         for kind, (calls, nbytes) in predicted.items():
             assert measured[kind] == (pytest.approx(calls), pytest.approx(nbytes)), (parallel, kind)
