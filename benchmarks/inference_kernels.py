@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from decode_mbu import single_device_env
+from parbench.config.hardware import detect_gpus
 from parbench.config.schema import ModelConfig
 from parbench.models.llama import fuse_projections
 from parbench.planner import compose_config
@@ -131,7 +132,7 @@ def main() -> None:
     p.add_argument("--calibration", default=None, help="a profile's name or file (default: the hardware's)")
     args = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
-    args.hardware = args.hardware or compose_config([]).hardware.name  # hardware=auto: this GPU's
+    args.hardware = args.hardware or compose_config([], detect_gpus()).hardware.name  # hardware=auto: this GPU's
     cal = load_calibration(args.calibration or args.hardware)
     model_cfg = compose_config([f"model={args.model}"]).model
     env = single_device_env("cuda")

@@ -11,7 +11,8 @@ Cases (issue 31): llama3_2_1b, qwen3_1_7b and gpt2_xl on one GPU, sequences 1024
 and compiled, checkpointing none, selective and full (none of them a calibration run's shape); the
 native inference engine at batch 1 to 32. Goal: median |error| <= 10 % for step time and peak
 memory, none worse than 25 %, and the case the model ranks first among the layouts of one model
-and batch (`rank` cases) within 5 % of the fastest measured; TTFT and TPOT within 10 %."""
+and batch (`rank` cases) within 5 % of the fastest measured; TTFT and TPOT within 10 %. `train2`: the
+strategies on two GPUs of one host (`measure --cases train2`)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ from parbench.predict.inference import predict_inference
 
 ONE_GPU = ["hardware.gpus_per_node=1", "parallel=dp"]
 TRAIN = [*ONE_GPU, "workload=train", "workload.steps=8", "workload.warmup_steps=3", "profile.enabled=false"]
+# Two GPUs of one host under each strategy (not issue 31's list): the 1B Llama device-bound, the tiny model host-bound,
+# where an eager strategy's wrappers (DTensor, FSDP2's hooks) cost the host per dispatch
+TRAIN2 = [o for o in TRAIN if o not in ONE_GPU] + ["hardware.gpus_per_node=2"]
 INFER = [*ONE_GPU, "workload=inference", "workload.output_len=64", "workload.repeats=3", "workload.profile=false"]
 RANK = ["model=llama3_2_1b", "workload.seq_len=4096", "workload.batch_size=2"]  # one model and batch, four layouts
 # The CPU's cases: the tiny model on the default 2 ranks (gloo) under each strategy, and on one rank
@@ -69,6 +73,9 @@ CASES = {
                               # graph's largest prefill (8192 tokens)
                               ("llama3_2_1b", 4, 2048), ("qwen3_1_7b", 1, 1024), ("gpt2_xl", 1, 512),
                               ("llama3_2_1b", 16, 512))],
+    "train2": [[*TRAIN2, f"parallel={p}", *shape] for shape in (["model=llama3_2_1b", "workload.seq_len=2048", "workload.batch_size=4"],
+                                                                 ["model=tiny", "workload.seq_len=256", "workload.batch_size=4"])
+               for p in ("dp", "fsdp", "tp", "sp", "cp")],
     "cpu_train": [[*CPU_TRAIN, f"parallel={p}"] for p in ("dp", "fsdp", "tp", "pp", "cp")] + [
         [*CPU_TRAIN, "parallel=dp", "workload.activation_checkpointing=full"],
         [*CPU_TRAIN, "parallel=dp", "workload.activation_checkpointing=selective", "workload.seq_len=256"],
@@ -78,11 +85,11 @@ CASES = {
 # The order they run in: a call that runs out of time has measured a spread of them.
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
          "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
-         "infer:4", "infer:5", "infer:6", "infer:7",
+         "infer:4", "infer:5", "infer:6", "infer:7", *(f"train2:{i}" for i in range(len(CASES["train2"]))),
          *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
 
 
-BASES = {"train": TRAIN, "infer": INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
+BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 
 def is_inference(kind: str) -> bool:

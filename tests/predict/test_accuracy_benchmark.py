@@ -45,3 +45,17 @@ def test_every_cpu_case_composes_and_reads_as_its_own_row():
     rows = [bench.row(kind, overrides, measured, None) for kind, overrides in cases]
     assert [r["a"][0] for r in rows] == ["step"] * len(bench.CASES["cpu_train"]) + ["TTFT"] * len(bench.CASES["cpu_infer"])
     assert all(r["a"][1] > 0 and r["b"][1] > 0 for r in rows)
+
+
+def test_the_two_gpu_cases_compose_and_the_shipped_h200_profile_costs_each_strategys_host():
+    """Every strategy on two GPUs, the 1B Llama and the tiny model, is a valid config on two H200s with its own
+    label; on the host-bound tiny model the shipped H200 profile's strategy figures (measured on two H200s)
+    make each wrapped strategy's step longer than dp's, in the order of their figures (tp, sp's DTensor the most)."""
+    bench = load_benchmark()
+    cases = bench.CASES["train2"]
+    labels = [bench.label("train2", overrides) for overrides in cases]
+    assert len(set(labels)) == len(labels) == 10
+    measured = {"step_time_s": 0.01, "mem_peak_allocated_gb": 0.1}
+    tiny = {o.split("=")[1]: bench.row("train2", [*overrides, "hardware=h200"], measured, "h200")["a"][1]
+            for overrides in cases if "model=tiny" in overrides for o in overrides if o.startswith("parallel=")}
+    assert tiny["dp"] < tiny["cp"] < tiny["sp"] < tiny["tp"] and tiny["dp"] < tiny["fsdp"] < tiny["sp"]
