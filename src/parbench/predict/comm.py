@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from parbench.config.schema import head_width
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.layout import Layout
-from parbench.predict.memory import DDP_BUCKET_BYTES
 from parbench.models.shapes import FP32, size
 
+DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradient buckets it all-reduces
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
               "broadcast": lambda n: 1.0, "send_recv": lambda n: 1.0}

@@ -23,7 +23,6 @@ from parbench.dtypes import GB
 
 LOGITS_BYTES = 2 * FP32  # per logit until measured: the fp32 logits and their gradient
 OPTIMIZER_BYTES = {"adamw": 8, "sgd": 0}  # per parameter: AdamW's exp_avg and exp_avg_sq; plain SGD none
-DDP_BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default: the gradient buckets it all-reduces
 
 
 @dataclass(frozen=True)
@@ -171,14 +170,13 @@ def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
     return start * layout.dtype_bytes, end * layout.dtype_bytes
 
 
-def buffer_bytes(layout: Layout) -> float:
+def buffer_bytes(layout: Layout, grads: float) -> float:
     """Communication buffers: FSDP2's all-gathered block in the compute dtype (the next one
-    prefetched) and its fp32 reduce-scatter input; DDP's two gradient buckets in flight."""
+    prefetched) and its fp32 reduce-scatter input; DDP's gradient buckets, a copy of every gradient
+    (its reducer allocates them all when it wraps the model, and backward copies each gradient in)."""
     if "fsdp" in layout.enabled or ("zero" in layout.enabled and layout.cfg.parallel.zero.stage == 3):
         return layout.block_on_rank * (2 * layout.dtype_bytes + FP32)
-    if "dp" in layout.enabled:
-        return 2 * DDP_BUCKET_BYTES
-    return 0.0
+    return grads if "dp" in layout.enabled else 0.0
 
 
 def estimate_memory(layout: Layout, cal: Calibration | None = None) -> MemoryEstimate:
@@ -188,4 +186,4 @@ def estimate_memory(layout: Layout, cal: Calibration | None = None) -> MemoryEst
     casts, cached = weight_cast_bytes(layout)
     return MemoryEstimate(params / GB, grads / GB, optimizer / GB, scale * activation_bytes(layout) / GB,
                           logits_bytes(layout, cal) / GB, head_grad_bytes(layout, cal) / GB, casts / GB, cached / GB,
-                          buffer_bytes(layout) / GB, cal.memory_overhead_gb if cal else 0.0)
+                          buffer_bytes(layout, grads) / GB, cal.memory_overhead_gb if cal else 0.0)
