@@ -35,10 +35,14 @@ HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing
                               "model.vocab=512", "model.max_seq_len=256"], []),
                "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
 EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
-# A decode step's attention kinds the GPU run times: (heads, KV heads, head width, batches), grouped and one query per KV
-# head at 64 and 128 wide; the batches: one sequence, every SM busy, 2,048 blocks (sequences x KV heads)
-DECODE_ATTENTION_KINDS = ((32, 8, 64, (1, 64, 256)), (16, 8, 128, (1, 32, 256)),
-                          (32, 32, 64, (1, 16, 64)), (32, 32, 128, (1, 16, 64)))
+# A decode step's attention kinds the GPU run times: (heads, KV heads, head width), grouped and one query per KV head
+# at 64 and 128 wide; each at one sequence and at 128 to 2,048 blocks (sequences x KV heads), and from a short
+# prompt's cache to a long one's. A call's time steps up with each wave of blocks the SMs take (H200, 576
+# positions: 29.7 µs at 512 blocks, 44.9 at 800, 88.6 at 2,048), so a grid of 512 and 2,048 alone read GPT-2 XL's
+# 800 blocks 15 % short (docs/results/2026-11-28_gpt2_batch31.md).
+DECODE_ATTENTION_KINDS = ((32, 8, 64), (16, 8, 128), (32, 32, 64), (32, 32, 128))
+DECODE_ATTENTION_BLOCKS = (1, 128, 256, 512, 768, 1024, 1536, 2048)  # 1: one sequence
+DECODE_ATTENTION_POSITIONS = (128, 256, 512, 1024, 4096)
 # The 1B Llama's shapes at half its depth: its GEMMs, attention and vocabulary, in a quarter of the time.
 GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[8192,8192,8192],[4096,4096,14336],"
                        "[8192,2048,8192],[8192,8192,2048],[4096,1600,50257],[4096,50257,1600]]",  # the last two: GPT-2's head
@@ -58,10 +62,10 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
                           "[8,32,8,512,64],[8,16,8,1024,128],[4,16,8,2048,128],[2,16,8,4096,128],[2,16,8,1024,128]]",
              # a decode step's attention (decode_shapes) of each kind, from a short prompt's cache to a long one's
-             # (GPT-2 XL at batch 32 x 576 positions: 800 blocks, each shorter than the 1,024 the table once began at)
-             "decode_attention": "[" + ",".join(f"[{batch},{heads},{kv},{positions},{width}]"
-                                                for heads, kv, width, batches in DECODE_ATTENTION_KINDS for batch in batches
-                                                for positions in (256, 1024, 4096)) + "]",
+             "decode_attention": "[" + ",".join(f"[{max(1, blocks // kv)},{heads},{kv},{positions},{width}]"
+                                                for heads, kv, width in DECODE_ATTENTION_KINDS
+                                                for blocks in DECODE_ATTENTION_BLOCKS
+                                                for positions in DECODE_ATTENTION_POSITIONS) + "]",
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16), "infer_graph_layers": (4, 16),

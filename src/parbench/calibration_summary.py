@@ -29,9 +29,14 @@ def prefill_gemm_summary(cal: Calibration, weight_bytes: int = 32 << 20) -> str:
 def decode_attention_summary(cal: Calibration) -> str:
     if not cal.decode_attention_s:
         return f"decode attention: KV cache read x{cal.kv_read_factor:.3g}"
-    return "decode attention calls: " + ", ".join(
-        f"{kind} heads " + " ".join(f"{shape} {format_metric('latency_s', s)}" for shape, s in calls.items())
-        for kind, calls in cal.decode_attention_s.items())
+    def kind_range(calls: dict[str, float]) -> str:
+        """The grid's size and its two corners (a grid holds up to a few dozen calls)."""
+        counts, (first, last) = by_count(calls), (min(calls, key=calls.get), max(calls, key=calls.get))
+        return (f"{len(counts)} block counts x {len(next(iter(counts.values())))} lengths, "
+                f"{first} {format_metric('latency_s', calls[first])} to {last} {format_metric('latency_s', calls[last])}")
+
+    return "decode attention calls: " + ", ".join(f"{kind} heads {kind_range(calls)}"
+                                                  for kind, calls in cal.decode_attention_s.items())
 
 
 def attention_summary(cal: Calibration) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
-from parbench.calibration_runs import INFER_TINY_PREFIX
+from parbench.calibration_runs import DECODE_ATTENTION_BLOCKS, DECODE_ATTENTION_POSITIONS, INFER_TINY_PREFIX
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -189,7 +189,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
         assert cal.attention_widths[width] == pytest.approx(figures, rel=1e-2), width
     assert cal.decode_attention_s.keys() == DECODE_ATTENTION_S.keys()
     for kind, calls in cal.decode_attention_s.items():  # every shape timed, on the truth's lines
-        assert len(calls) == 9, kind
+        assert len(calls) == len(DECODE_ATTENTION_BLOCKS) * len(DECODE_ATTENTION_POSITIONS), kind
         for shape, seconds in calls.items():
             blocks, positions = map(int, shape.split("x"))
             truth_s = truth.decode_attention_call_s(int(kind.split("/")[0]), not kind.endswith("/mha"), blocks, positions)

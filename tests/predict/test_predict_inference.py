@@ -226,6 +226,15 @@ def test_a_decode_call_is_read_along_every_measured_count_and_length():
     assert cal.decode_attention_call_s(64, True, 960, 1024) == pytest.approx(110e-6)  # on from 64 and 512 blocks
 
 
+def test_a_decode_call_reads_whole_kv_tiles():
+    """A decode attention kernel reads the cache 128 positions a tile: 1,088 positions take as long as 1,152 (nine
+    tiles, H200: 41.5 µs against 34.6 at 1,024), and 1,024 as 1,024."""
+    cal = replace(CAL, decode_attention_s={"64": {"8x1024": 20e-6, "8x2048": 36e-6, "512x1024": 60e-6, "512x2048": 100e-6}})
+    assert cal.decode_attention_call_s(64, True, 8, 1088) == pytest.approx(22e-6)  # read at 1,152
+    assert cal.decode_attention_call_s(64, True, 8, 1025) == cal.decode_attention_call_s(64, True, 8, 1152)
+    assert cal.decode_attention_call_s(64, True, 8, 1024) == pytest.approx(20e-6)
+
+
 def test_a_decode_calls_blocks_are_a_ranks_and_its_positions_a_windows():
     """Under tp each rank runs its share of the KV heads; an eager step over a sliding window reads the
     window, not the mean context."""

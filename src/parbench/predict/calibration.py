@@ -8,6 +8,7 @@ and the prediction says so (docs/plan.md)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Optional
@@ -54,6 +55,18 @@ def by_count(table: Dict[str, float]) -> dict[int, list[tuple[int, float]]]:
         count, x = (int(v) for v in shape.split("x"))
         points[count].append((x, seconds))
     return {count: sorted(xs) for count, xs in sorted(points.items())}
+
+
+# A decode attention kernel reads the cache in tiles of this many positions (cuDNN's sm80 and sm90 decode kernels,
+# 16x128x64 and 64x128x64; FlashAttention's): a partly filled tile takes as long as a full one (H200, 256 blocks:
+# 34.6 µs at 1,024 positions, 41.5 at 1,088; docs/results/2026-11-28_decode_grid31.md). The table's lengths are
+# whole tiles.
+KV_TILE = 128
+
+
+def kv_tiled(positions: float) -> float:
+    """Positions rounded up to whole KV tiles: what a decode attention call reads."""
+    return math.ceil(positions / KV_TILE) * KV_TILE
 
 
 def two_at_two(table: Dict[str, float]) -> bool:
@@ -170,9 +183,9 @@ class Calibration:
     # A decode step's attention call by its shape, from the attention microbenchmark's decode shapes (a
     # GPU's), by kind: "64", "128" (grouped queries) and "64/mha", "128/mha" (one query per KV head). Each
     # holds the seconds of one call by "BLOCKSxPOSITIONS" (blocks: sequences x KV heads; positions: the
-    # cache's length), two or more lengths at each of two or more block counts: a call's time is read along
-    # the lengths at each count, then along the counts (piecewise linear, the end segments extended). Empty
-    # where not measured: the cache at kv_read_factor.
+    # cache's length), two or more lengths at each of two or more block counts: a call's time is
+    # read along the lengths at each count (the positions in whole KV tiles), then along the counts (piecewise
+    # linear, the end segments extended). Empty where not measured: the cache at kv_read_factor.
     decode_attention_s: Dict[str, Dict[str, float]] = field(default_factory=dict)
     notes: Optional[str] = None
 
@@ -244,7 +257,7 @@ class Calibration:
         widths = {k: int(k.split("/")[0]) for k in same_kind}
         table = self.decode_attention_s[min(same_kind, key=lambda k: (abs(widths[k] - head_dim), -widths[k]))]
         lengths = by_count(table)
-        at = [(count, along(points, positions)) for count, points in lengths.items()]
+        at = [(count, along(points, kv_tiled(positions))) for count, points in lengths.items()]
         return max(0.0, along(at, max(blocks, min(lengths))))
 
     def inference_host(self, phase: str, layers: float) -> float:
