@@ -102,8 +102,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     """The fitted figures over the base, and notes on what was kept rather than measured. Host
     dispatch and the step's terms depend on each other on a CPU (dispatch adds to the step there):
     a few rounds settle them."""
-    notes = [] if "collectives" in results else [
-        f"one device: no link or overlap to measure, kept from {base.label(cfg.hardware.name)}"]
+    kept = "no link, overlap or host figures on several ranks" if base.host_s_several_ranks else "no link or overlap"
+    notes = [] if "collectives" in results else [f"one device: {kept} to measure, kept from {base.label(cfg.hardware.name)}"]
     if cfg.hardware.device_type == "cuda" and "decode_matmul" not in results:
         notes.append("no decode_matmul run: a decode step's weights at the memory's bandwidth")
     if cfg.hardware.device_type == "cuda" and "prefill_matmul" not in results:
@@ -111,9 +111,10 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     if cfg.hardware.device_type == "cuda" and not decode_attention_table(results.get("attention", {}))["decode_attention_s"]:
         notes.append("no decode attention calls (two or more lengths at each of two or more block counts of a kind): "
                      "a decode step's KV cache at the memory's bandwidth")
-    # the read factors reset: without the runs that fit them the base's would stand in for this machine's
+    # the read factors reset: without the runs that fit them the base's would stand in for this machine's; the
+    # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
-                  weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype,
+                  weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
                   **matmul_figures(results["matmul"]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
@@ -133,7 +134,15 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     tiny, graphs = ([infer.pop(n) for n in sorted(infer) if n.startswith(p)] for p in (INFER_TINY_PREFIX, INFER_GRAPH_PREFIX))
     cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, graphs))
     notes += host_notes + learned + inference_notes
-    return replace(cal, notes="; ".join(notes) or None), notes
+    return replace(cal, notes="; ".join(notes) or None, host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
+
+
+def several_rank_host(cfg: Config, cal: Calibration, base: Calibration) -> dict[str, float]:
+    """host_s_several_ranks of the fitted profile: on several ranks its own figures per step and per dispatch, on one
+    device the base's (one device cannot measure them)."""
+    if cfg.hardware.nodes * cfg.hardware.gpus_per_node > 1:
+        return {"per_step": cal.host_s_per_step, "per_dispatch": cal.host_s_per_dispatch}
+    return dict(base.host_s_several_ranks)
 
 
 def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:

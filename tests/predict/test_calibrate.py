@@ -130,11 +130,15 @@ def test_one_device_calibration_saves_a_profile_outside_the_source_tree(monkeypa
 
 
 def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path):
+    """One device's runs give back the figures that made them, and keep the base's host figures on several ranks
+    (only several ranks measure them), saying so."""
     runs = FakeRuns(ONE_CPU)
     monkeypatch.setattr(subprocess, "run", runs)
     cfg, overrides = calibrate.local_config(ONE_CPU)
     results = calibrate.run_all(overrides, calibrate.benchmarks(cfg), tmp_path)
-    cal, notes = calibrate.fit(cfg, overrides, results, load_calibration("cpu"))
+    several = {"per_step": 3e-3, "per_dispatch": 13e-6}
+    cal, notes = calibrate.fit(cfg, overrides, results, replace(load_calibration("cpu"), host_s_several_ranks=several))
+    assert cal.host_s_several_ranks == several and "host figures on several ranks" in notes[0]
     assert not [n for n in notes if "kept the figure" in n]
     assert [getattr(cal, f) for f in ATTENTION_FIELDS] == pytest.approx([getattr(TRUTH, f) for f in ATTENTION_FIELDS], rel=1e-2)
     host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "kv_read_factor")
@@ -144,6 +148,17 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
     assert cal.decode_attention_s == {}  # no decode shapes on a CPU: the one read factor serves every width
+
+
+def test_several_ranks_save_their_host_figures_and_one_device_keeps_them():
+    """A calibration on two ranks saves its figures per step and per dispatch as the several ranks' too; one device,
+    which cannot measure them, keeps the base's."""
+    fitted = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=13e-6)
+    base = replace(fitted, host_s_several_ranks={"per_step": 2e-3, "per_dispatch": 9e-6})
+    two, _ = calibrate.local_config(["hardware=cpu", "hardware.gpus_per_node=2"])
+    one, _ = calibrate.local_config(ONE_CPU)
+    assert calibrate.several_rank_host(two, fitted, base) == {"per_step": 3e-3, "per_dispatch": 13e-6}
+    assert calibrate.several_rank_host(one, fitted, base) == base.host_s_several_ranks
 
 
 # an H100's decode GEMMs (docs/results/2026-11-27_gemm31): a few µs at the tiny model's sizes, then a ramp

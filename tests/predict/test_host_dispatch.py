@@ -108,6 +108,30 @@ def test_the_host_fit_recovers_what_tp_and_fsdp_add_per_dispatch():
         assert added == pytest.approx(sum(extra[s] for s in strategies) * host_seconds(lay, unit).total_s), parallel
 
 
+def test_a_step_on_several_ranks_takes_the_several_ranks_host_figures():
+    """A profile that holds the host's figures on several ranks (a two-GPU calibration's) prices a two-rank eager step
+    with them, the strategies' costs on top, and a one-rank step with its own; without them both take the plain ones."""
+    plain = replace(load_calibration(H100), host_s_per_step=5e-3, host_s_per_dispatch=5e-6,
+                    host_s_per_dispatch_by_strategy={"tp": 50e-6})
+    several = replace(plain, host_s_several_ranks={"per_step": 3e-3, "per_dispatch": 13e-6})
+    one = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b")
+    assert host_seconds(one, several) == host_seconds(one, plain)
+    unit = replace(plain, host_s_per_step=0.0, host_s_per_dispatch=1.0, host_s_per_dispatch_by_strategy={})
+    for parallel, extra in (("dp", 0.0), ("tp", 50e-6)):
+        two = layout("hardware=h100_sxm", "hardware.gpus_per_node=2", "model=llama3_2_1b", f"parallel={parallel}")
+        dispatches = host_seconds(two, unit).total_s
+        assert host_seconds(two, plain).total_s == pytest.approx(5e-3 + (5e-6 + extra) * dispatches), parallel
+        assert host_seconds(two, several).total_s == pytest.approx(3e-3 + (13e-6 + extra) * dispatches), parallel
+
+
+@pytest.mark.parametrize("figures", [{"per_step": 3e-3}, {"per_step": 3e-3, "per_dispatch": -1e-6},
+                                     {"per_step": 3e-3, "per_layer": 1e-6}])
+def test_a_profile_whose_several_ranks_figures_are_not_a_step_and_a_dispatch_is_refused(tmp_path, figures):
+    path = save_calibration(replace(load_calibration("cpu"), host_s_several_ranks=figures), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"host_s_several_ranks = .*give per_step and per_dispatch"):
+        load_calibration(str(path))
+
+
 def test_on_a_gpu_the_dispatch_counts_only_where_it_outlasts_the_kernels():
     """1B Llama, seq 2048 x 2: at the H100's cost per dispatch its kernels hide the host; at ten
     times that the step lasts at least its whole dispatch. A CPU adds all of it."""

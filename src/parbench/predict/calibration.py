@@ -57,10 +57,8 @@ def by_count(table: Dict[str, float]) -> dict[int, list[tuple[int, float]]]:
     return {count: sorted(xs) for count, xs in sorted(points.items())}
 
 
-# A decode attention kernel reads the cache in tiles of this many positions (cuDNN's sm80 and sm90 decode kernels,
-# 16x128x64 and 64x128x64; FlashAttention's): a partly filled tile takes as long as a full one (H200, 256 blocks:
-# 34.6 µs at 1,024 positions, 41.5 at 1,088; docs/results/2026-11-28_decode_grid31.md). The table's lengths are
-# whole tiles.
+# Positions a decode attention kernel reads a tile (cuDNN's, FlashAttention's): a part-filled tile costs a full one
+# (H200, 256 blocks: 34.6 µs at 1,024 positions, 41.5 at 1,088; docs/results/2026-11-28_decode_grid31.md)
 KV_TILE = 128
 
 
@@ -113,6 +111,9 @@ class Calibration:
     # step (HOST_STRATEGIES: tp's and sp's DTensor dispatch of the sharded layers' ops, FSDP2's hooks and copies),
     # by strategy; empty where not measured (one device).
     host_s_per_dispatch_by_strategy: Dict[str, float] = field(default_factory=dict)
+    # An eager step's {"per_step", "per_dispatch"} on two or more ranks (each rank's collectives wait on the others'
+    # hosts: H200, 12.9 µs a dispatch on two, 4.7 on one), saved by a calibration on several ranks, kept by one device's.
+    host_s_several_ranks: Dict[str, float] = field(default_factory=dict)
     attention_tflops: float = 0.0  # causal attention's rate on long sequences (0: the large-GEMM rate)
     # What each query costs beyond its keys, in keys: a short sequence's attention runs at
     # attended / (attended + this) of attention_tflops (the masked diagonal tiles, each row's softmax
@@ -267,9 +268,15 @@ class Calibration:
                    "prefill_graph": self.prefill_graph_host_s or self.decode_host_s}.get(phase, self.decode_host_s)
         return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
 
-    def dispatch_seconds(self, strategies: tuple[str, ...]) -> float:
-        """An eager dispatch's host cost under these HOST_STRATEGIES: the plain cost and each one's beyond it."""
-        return self.host_s_per_dispatch + sum(self.host_s_per_dispatch_by_strategy.get(s, 0.0) for s in strategies)
+    def host_figures(self, ranks: int) -> dict[str, float]:
+        """The host's figures per step and per dispatch of an eager step on this many ranks."""
+        figures = {"per_step": self.host_s_per_step, "per_dispatch": self.host_s_per_dispatch}
+        return {**figures, **self.host_s_several_ranks} if ranks > 1 else figures
+
+    def dispatch_seconds(self, strategies: tuple[str, ...], ranks: int = 1) -> float:
+        """An eager dispatch's host cost on `ranks` under these HOST_STRATEGIES: the plain cost and each one's beyond."""
+        return self.host_figures(ranks)["per_dispatch"] + sum(self.host_s_per_dispatch_by_strategy.get(s, 0.0)
+                                                               for s in strategies)
 
     def elementwise(self, compiled: bool) -> float:
         return self.elementwise_factor.get(step_mode(compiled), 1.0)

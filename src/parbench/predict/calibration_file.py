@@ -57,11 +57,21 @@ def load_calibration(ref: str) -> Calibration:
                               "`parbench calibrate` again")
     check_decode_gemms(path, cal)
     check_prefill_gemms(path, cal.prefill_gemm_s)
+    check_host_figures(path, cal)
+    return cal
+
+
+def check_host_figures(path: Path, cal: Calibration) -> None:
+    """The strategies' costs keyed by HOST_STRATEGIES, the several ranks' figures per step and per dispatch, none
+    negative."""
     strategies = cal.host_s_per_dispatch_by_strategy
     if not set(strategies) <= set(HOST_STRATEGIES) or not all(v >= 0 for v in strategies.values()):
         raise ConfigError(f"calibration file {path}: host_s_per_dispatch_by_strategy = {dict(strategies)}: key each "
                           f"figure by a strategy ({', '.join(HOST_STRATEGIES)}), none negative, or run `parbench calibrate` again")
-    return cal
+    several = cal.host_s_several_ranks
+    if several and (set(several) != {"per_step", "per_dispatch"} or min(several.values()) < 0):
+        raise ConfigError(f"calibration file {path}: host_s_several_ranks = {dict(several)}: give per_step and "
+                          "per_dispatch, neither negative, or leave it empty")
 
 
 def check_decode_gemms(path: Path, cal: Calibration) -> None:

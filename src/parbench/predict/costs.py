@@ -253,16 +253,17 @@ def device_idle(layout: Layout, cal: Calibration) -> DeviceIdle:
 
 def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
-    each under the layout's strategies, per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
+    each under the layout's strategies and on its ranks (Calibration.host_figures), per layer of the stage and micro-batch and per micro-batch, and what a checkpointed layer
     adds to the backward per call of its forward (the replay, the checkpoint's bookkeeping); a compiled step,
     a profile without those costs or a family without counts: per step plus per layer, unsplit."""
-    dispatches = eager_dispatches(layout)
+    dispatches, ranks = eager_dispatches(layout), layout.dims.world_size
+    per_step = cal.host_figures(ranks)["per_step"]
     if layout.compiled or not cal.host_s_per_dispatch or dispatches is None:
         per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
-        return Host(0.0, 0.0, cal.host_s_per_step + per_layer * layer_passes(layout))
+        return Host(0.0, 0.0, per_step + per_layer * layer_passes(layout))
     checkpointed = cal.host_s_per_replayed_call.get(layout.activation_checkpointing, 0.0) * dispatches.replayed_calls
-    per_dispatch = cal.dispatch_seconds(layout.host_strategies)
-    return Host(per_dispatch * dispatches.calls, per_dispatch * dispatches.ops + checkpointed, cal.host_s_per_step)
+    per_dispatch = cal.dispatch_seconds(layout.host_strategies, ranks)
+    return Host(per_dispatch * dispatches.calls, per_dispatch * dispatches.ops + checkpointed, per_step)
 
 
 def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool,

@@ -39,7 +39,7 @@ def measured_host(run: HostRun, cal: Calibration) -> float:
     if run.layout.cfg.hardware.device_type != "cpu":
         return run.host_dispatch_s or run.step_time_s
     bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_call={},
-                   host_s_per_layer=0.0, host_s_per_layer_compiled=0.0)
+                   host_s_per_layer=0.0, host_s_per_layer_compiled=0.0, host_s_several_ranks={})
     return run.step_time_s - predict_step(run.layout, bare).step_time_s
 
 
