@@ -113,7 +113,7 @@ def test_every_workload_is_planned_without_torch():
     import sys
 
     points = [[], ["workload=inference"], ["workload=matmul"],
-              ["workload=collectives"], ["workload=membw"], ["workload=tp_linear"],
+              ["workload=collectives"], ["workload=membw"], ["workload=elementwise"], ["workload=tp_linear"],
               ["workload=p2p", "hardware=h100_sxm", "hardware.gpus_per_node=2", "dry_run=true"],
               ["workload=flops_check"], ["model=llama2_7b", "hardware=h100_sxm", "hardware.gpus_per_node=8", "parallel=tp", "dry_run=true"]]
     code = ("import sys\n"

@@ -33,8 +33,8 @@ from parbench.predict.calibration_file import CALIBRATION_DIR, save_calibration,
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures, fit_links,
-                                             matmul_figures, prefill_gemm_figures)
+from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures,
+                                             elementwise_table, fit_links, matmul_figures, prefill_gemm_figures)
 from parbench.calibration_summary import summary
 from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
                                       benchmark_layout, benchmarks)
@@ -111,6 +111,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     if cfg.hardware.device_type == "cuda" and not decode_attention_table(results.get("attention", {}))["decode_attention_s"]:
         notes.append("no decode attention calls (two or more lengths at each of two or more block counts of a kind): "
                      "a decode step's KV cache at the memory's bandwidth")
+    if not results.get("elementwise"):
+        notes.append("no elementwise run: every element-wise kernel at the memory's bandwidth")
     # the read factors reset: without the runs that fit them the base's would stand in for this machine's; the
     # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
@@ -120,6 +122,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
                   **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),
                   **attention_figures(results.get("attention", {})),
+                  **elementwise_table(results.get("elementwise", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
     eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]

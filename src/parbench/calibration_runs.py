@@ -1,5 +1,5 @@
 """The runs `parbench calibrate` makes, by name, at the sizes of a CPU or of a GPU: the
-microbenchmarks (matmul, attention, memory bandwidth, collectives), the calibration model's training
+microbenchmarks (matmul, attention, memory bandwidth, element-wise kernels, collectives), the calibration model's training
 step eager and compiled under each checkpointing mode and with Qwen3's q/k norms, the native engine at two depths
 (and on a CPU at a large batch), and the tiny
 models whose steps are the host's dispatch (predict/learn.py and predict/host_fit.py fit them)."""
@@ -17,6 +17,7 @@ from parbench.prepare import validate
 
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]",
              "attention": "[[8,4,2,64,16],[4,4,2,128,16],[2,4,2,256,16],[1,4,2,512,16],[2,4,2,64,16]]", "membw_end": "64M",
+             "elementwise": ["workload.widths=[64,128]", "workload.elements=65536", "workload.modes=[eager]"],
              "collectives_end": "4M", "model": ["model=tiny"], "depth": [], "seq": 64, "batch": 4, "infer_layers": (2, 4),
              "infer": ["workload.input_len=32", "workload.output_len=8"],
              "kv_cache": ["workload.batch_size=8", "workload.input_len=64", "workload.output_len=8"]}
@@ -66,6 +67,10 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
                                                 for heads, kv, width in DECODE_ATTENTION_KINDS
                                                 for blocks in DECODE_ATTENTION_BLOCKS
                                                 for positions in DECODE_ATTENTION_POSITIONS) + "]",
+             # the element-wise kernels eager and compiled, at a head's width (Qwen3's q/k norms) to a 70B's hidden size:
+             # a norm's rate by its row's width (H200, GPT-2 XL's prefill: its 1,600-wide LayerNorms at 1.3-2.4 TB/s,
+             # the tanh GELU at 3.1, the 1B Llama's SwiGLU at 4.4; docs/results/2026-11-28_gpt2_batch31.md)
+             "elementwise": ["workload.widths=[128,512,1024,1536,2048,2560,3072,4096,5120,6144,8192]", "workload.iters=10"],
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16), "infer_graph_layers": (4, 16),
@@ -129,6 +134,7 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         **{name: ["workload=matmul", f"workload.shapes={s[name]}", "workload.b_transposed=true", "workload.graph_calls=40",
                   "workload.iters=20"] for name in ("decode_matmul", "prefill_matmul") if name in s},
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
+        "elementwise": ["workload=elementwise", *s["elementwise"]],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
                             f"workload.end={s['collectives_end']}", "workload.factor=4"],
             "train_dp": [*profiled, "parallel=dp"], "train_fsdp": [*profiled, "parallel=fsdp"]} if many else {}),

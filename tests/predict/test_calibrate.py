@@ -38,7 +38,10 @@ TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_
                 logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
                 host_s_per_replayed_call={"full": 40e-6, "selective": 20e-6}, host_s_per_layer_compiled=0.4e-3,
                 prefill_host_s={"per_step": 2e-3, "per_layer": 5e-4}, decode_host_s={"per_step": 1e-3, "per_layer": 1e-4},
-                kv_read_factor=2.5)
+                kv_read_factor=2.5,
+                # the calibration's eager kernels at its two widths (a CPU's run), each its own rate
+                elementwise_gbps={"eager": {kernel: {"64": 4.0 + i, "128": 6.0 + 2 * i} for i, kernel in enumerate(
+                    ("layer_norm", "rms_norm", "add", "gelu_tanh", "swiglu", "rope", "copy"))}})
 
 
 def unaligned_factor(truth: Calibration, dims: tuple[int, int]) -> float:
@@ -51,6 +54,9 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {f"matmul_tflops/{n}x{n}x{n}": truth.matmul_rate(2 * n**3) / 1e12 for n in (128, 256, 512, 1024)}
     if name == "membw":
         return {"membw_gbps": truth.membw_gbps}
+    if name == "elementwise":
+        return {f"elementwise_gbps/{mode}/{kernel}/{width}": gbps for mode, kernels in truth.elementwise_gbps.items()
+                for kernel, widths in kernels.items() for width, gbps in widths.items()}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
         return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (truth.decode_gemm_seconds(2 * k * n) * unaligned_factor(truth, (k, n))
@@ -144,6 +150,7 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "kv_read_factor")
     assert [getattr(cal, f) for f in host] == pytest.approx([getattr(TRUTH, f) for f in host], rel=1e-2)
     # (no head-gradient term: on a CPU the overhead's run is the calibration's tiny model, same head, one constant)
+    assert cal.elementwise_gbps == TRUTH.elementwise_gbps  # the kernels' own rates, read as the factors are fitted
     for field in ("elementwise_factor", "qk_norm_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
                   "decode_host_s", "host_s_per_replayed_call"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
@@ -343,7 +350,7 @@ def test_an_interrupted_calibration_continues_at_the_next_run(monkeypatch, tmp_p
     first = FakeRuns(ONE_CPU, stop="eager_none")
     monkeypatch.setattr(subprocess, "run", first)
     assert calibrate.main(args) == 130
-    assert "interrupted after 3 of" in capsys.readouterr().err and not (tmp_path / "cpu.yaml").exists()
+    assert "interrupted after 4 of" in capsys.readouterr().err and not (tmp_path / "cpu.yaml").exists()
     second = FakeRuns(ONE_CPU)
     monkeypatch.setattr(subprocess, "run", second)
     assert calibrate.main(args) == 0

@@ -1,4 +1,4 @@
-"""Microbenchmark workloads on CPU/gloo through the real CLI: collectives, matmul, attention, membw, tp_linear;
+"""Microbenchmark workloads on CPU/gloo through the real CLI: collectives, matmul, attention, membw, elementwise, tp_linear;
 GPU-only workloads refused on CPU; the nvidia-smi topology parser."""
 
 from __future__ import annotations
@@ -156,6 +156,26 @@ def test_membw_cpu_copy_bandwidth(cli):
     run = cli.runs().iloc[0]
     assert run["metrics.membw_gbps/65536"] > 0 and run["metrics.membw_gbps"] == run["metrics.membw_gbps/1048576"]
     assert "membw.png" in artifacts(cli, run.run_id)
+
+
+def test_elementwise_times_each_kernel_at_each_width_and_mode(cli):
+    """Every kernel eager and compiled (the models' own RoPE and norms), at rows of two widths: its minimum bytes
+    over its time, the same bytes at every width (the rows are elements // width)."""
+    cli.run("workload=elementwise", "workload.elements=16384", "workload.widths=[64,256]", "workload.iters=3",
+            "workload.warmup_iters=1", "workload.modes=[eager,compiled]", "workload.kernels=[rms_norm,rope,swiglu]")
+    run = cli.runs().iloc[0]
+    for mode in ("eager", "compiled"):
+        for kernel, moved in (("rms_norm", 2), ("rope", 2), ("swiglu", 3)):
+            for width in (64, 256):
+                key = f"{mode}/{kernel}/{width}"
+                nbytes = moved * 16384 * 4  # fp32 on a CPU
+                assert run[f"metrics.elementwise_gbps/{key}"] == pytest.approx(
+                    nbytes / run[f"metrics.elementwise_time_us/{key}"] / 1e3, rel=1e-6), key
+
+
+def test_elementwise_refuses_widths_its_heads_do_not_divide(cli):
+    proc = cli.run("workload=elementwise", "workload.widths=[100]", check=False)
+    assert proc.returncode == 2 and "multiples of 64" in proc.stderr
 
 
 @pytest.mark.parametrize("workload", ["p2p", "topology"])

@@ -129,7 +129,10 @@ class Calibration:
     # The six attention_* figures above by head width ("64", "128": the attention run's shapes of that
     # width alone; a 128-wide head runs its FLOPs faster); empty: the figures above for every width.
     attention_widths: Dict[str, Dict[str, float]] = field(default_factory=dict)
-    # Bytes actually moved per byte of the element-wise minimum, by eager/compiled (fitted residual).
+    # Element-wise kernels' GB/s of their minimum bytes by eager/compiled, kernel and row width (the elementwise
+    # run's; predict/elementwise.py reads them); empty where not measured: membw_gbps for every kernel.
+    elementwise_gbps: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
+    # Time over the element-wise minimum at those rates, by eager/compiled (fitted residual).
     elementwise_factor: Dict[str, float] = field(default_factory=dict)
     # Qwen3's q and k norms (one per head, over head_dim elements) per byte over the rest of the
     # element-wise work, by eager/compiled; 1 where not measured.
@@ -283,10 +286,6 @@ class Calibration:
 
     def qk_norm(self, compiled: bool) -> float:
         return self.qk_norm_factor.get(step_mode(compiled), 1.0)
-
-    def elementwise_seconds(self, nbytes: float, compiled: bool) -> float:
-        """Element-wise traffic's time: its bytes over the bandwidth, times the step's measured factor."""
-        return nbytes / (self.membw_gbps * 1e9) * self.elementwise(compiled)
 
     def recompute_share(self, compiled: bool, checkpointing: str) -> float:
         """Share of the blocks' forward that checkpointing repeats: this mode's figure, else eager's, else spec."""

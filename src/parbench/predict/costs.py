@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.predict.calibration import IDLE_UNIT, Calibration, step_mode
+from parbench.predict.elementwise import elementwise_seconds, layer_traffic
 from parbench.predict.layout import Layout
 from parbench.predict.memory import model_state_bytes
 from parbench.models.shapes import FP32, aligned, numel, size
@@ -122,41 +123,21 @@ def attention_seconds(layout: Layout, cal: Calibration) -> float:
                                  head_width(m))
 
 
-def elementwise_per_token(layout: Layout, bias_gradients: bool = True, qk_norm_factor: float = 1.0) -> float:
-    """Elements one layer's forward reads and writes per token beyond the GEMMs: the two norms (4h),
-    the residual adds (6h), RoPE on q and k (none with learned positions), Qwen3's q and k norms (as
-    many elements times their calibrated factor: a norm per head is slower per byte), the MLP's
-    activation (SwiGLU: 3 ffn, GELU: 2 ffn); with biases, the backward's bias gradients read each
-    biased output once more (a third of that here, as the forward counts thrice; none for a forward
-    alone: bias_gradients=False)."""
-    m, d, fam = layout.cfg.model, layout.dims, layout.family
-    hd = head_width(m)
-    qk = (m.heads + m.kv_heads) * hd / d.tp
-    h = m.hidden / (d.tp if layout.cfg.parallel.sp else 1)
-    rope = 0 if fam.learned_positions else 2 * qk
-    qk_norm = 2 * qk * qk_norm_factor if m.qk_norm else 0
-    mlp = (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
-    biased = (qk + m.kv_heads * hd / d.tp if fam.norm_bias or m.qkv_bias else 0) \
-        + (m.hidden + m.ffn / d.tp + 2 * h if fam.norm_bias else 0)  # q, k, v; output, MLP and norms (GPT-2)
-    return 10 * h + rope + qk_norm + mlp + (biased / 3 if bias_gradients else 0.0)
-
-
-def block_elementwise_bytes(layout: Layout, qk_norm_factor: float = 1.0) -> float:
-    """The blocks' minimum element-wise traffic: each layer's (elementwise_per_token) forward and
-    twice that backward."""
+def block_elementwise_seconds(layout: Layout, cal: Calibration) -> float:
+    """The blocks' element-wise kernels: each layer's forward (layer_traffic) and twice that backward."""
     tokens = layout.microbatch_tokens * layout.microbatches
-    per_token = elementwise_per_token(layout, qk_norm_factor=qk_norm_factor)
-    return 3 * per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers / layout.dims.pp
+    traffic = layer_traffic(layout, layout.compiled, qk_norm_factor=cal.qk_norm(layout.compiled))
+    return elementwise_seconds(cal, layout.compiled, traffic, 3 * tokens * layout.cfg.model.layers / layout.dims.pp)
 
 
-def elementwise_bytes(layout: Layout, qk_norm_factor: float = 1.0) -> float:
-    """The step's minimum element-wise traffic: the blocks'; the loss's softmax and cross-entropy
-    over fp32 logits; the weights cast to the compute dtype."""
+def streamed_bytes(layout: Layout) -> float:
+    """The step's element-wise traffic beyond the blocks': the loss's softmax and cross-entropy over fp32
+    logits; the weights cast to the compute dtype."""
     m, d = layout.cfg.model, layout.dims
     tokens = layout.microbatch_tokens * layout.microbatches
     loss = 6 * tokens * m.vocab / d.tp * FP32
     casts = size(layout.stage) * (FP32 + layout.dtype_bytes) * layout.microbatches if layout.dtype_bytes < FP32 else 0
-    return block_elementwise_bytes(layout, qk_norm_factor) + loss + casts
+    return loss + casts
 
 
 def optimizer_seconds(layout: Layout, cal: Calibration) -> float:
@@ -169,10 +150,9 @@ def step_compute(layout: Layout, cal: Calibration) -> Compute:
     """The step's device work; checkpointing repeats a share of the blocks' forward (never the head's
     or the loss's)."""
     (matmul, head), attention = matmul_seconds(layout, cal), attention_seconds(layout, cal)
-    qk_norm = cal.qk_norm(layout.compiled)
-    elementwise = cal.elementwise_seconds(elementwise_bytes(layout, qk_norm), layout.compiled)
-    blocks_forward = (matmul - head + attention
-                      + cal.elementwise_seconds(block_elementwise_bytes(layout, qk_norm), layout.compiled)) / 3
+    blocks = block_elementwise_seconds(layout, cal)
+    elementwise = blocks + elementwise_seconds(cal, layout.compiled, {}, 0.0, streamed_bytes(layout))
+    blocks_forward = (matmul - head + attention + blocks) / 3
     recompute = cal.recompute_share(layout.compiled, layout.activation_checkpointing) * blocks_forward
     return Compute(matmul, attention, elementwise, optimizer_seconds(layout, cal), recompute)
 

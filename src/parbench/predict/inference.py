@@ -36,7 +36,8 @@ from parbench.models.shapes import aligned, numel
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.costs import elementwise_per_token, gemm_call_seconds, gemm_seconds
+from parbench.predict.costs import gemm_call_seconds, gemm_seconds
+from parbench.predict.elementwise import elementwise_seconds, layer_traffic
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
@@ -152,9 +153,8 @@ def qkv_copy_per_token(layout: Layout) -> float:
     """Elements a layer's prefill moves per token to lay q, k and v out by heads and K and V into the
     cache. Without RoPE a copy of each out of the fused projection, read and written (GPT-2 XL, H100, 8 x 512
     tokens: 1.2 of the prefill's 6.2 ms of element-wise kernels); with RoPE the rotation's pass lays out
-    q and k (elementwise_per_token counts it). Every family then copies K and V into the cache's buffer,
-    read and written (GPT-2 XL, H100, 4 x 512 tokens: a second kernel as long as the first, 0.61 and
-    0.65 ms)."""
+    q and k (layer_traffic counts it). Every family then copies K and V into the cache's buffer, read and
+    written (GPT-2 XL, H100, 4 x 512 tokens: a second kernel as long as the first, 0.61 and 0.65 ms)."""
     m, fam = layout.cfg.model, layout.family
     hd = head_width(m)
     layout_copy = 2 * (m.heads + 2 * m.kv_heads) * hd if fam.learned_positions else 0.0
@@ -162,12 +162,12 @@ def qkv_copy_per_token(layout: Layout) -> float:
 
 
 def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration) -> float:
-    """The prompts' element-wise traffic through every layer (already one tp rank's share), at the
+    """The prompts' element-wise kernels and copies through every layer (one tp rank's share), at the rates and
     factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
     compiled = resolved_decode_mode(layout.cfg) == "compile"
-    per_token = elementwise_per_token(layout, False, cal.qk_norm(compiled)) + qkv_copy_per_token(layout)
-    nbytes = per_token * tokens * layout.dtype_bytes * layout.cfg.model.layers
-    return cal.elementwise_seconds(nbytes, compiled)
+    traffic = layer_traffic(layout, compiled, False, cal.qk_norm(compiled))
+    traffic["copy", layout.cfg.model.hidden] = qkv_copy_per_token(layout) * layout.dtype_bytes
+    return elementwise_seconds(cal, compiled, traffic, tokens * layout.cfg.model.layers)
 
 
 def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:

@@ -15,7 +15,7 @@ from parbench.dtypes import ITEMSIZE, resolve_dtype
 from parbench.models import ParamCounts
 from parbench.models.dispatch_table import FamilyDispatch, family_dispatch
 from parbench.parallel.specs import STRATEGIES, theoretical_bubble
-from parbench.models.shapes import (FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
+from parbench.models.shapes import (FP32, FamilyShapes, ModelShapes, Named, family_shapes, model_shapes, param_counts,
                                     size, tp_split)
 
 
@@ -76,6 +76,12 @@ class Layout:
     @property
     def dtype_bytes(self) -> int:
         return ITEMSIZE[self.dtype]
+
+    @property
+    def autocast(self) -> bool:
+        """Whether a training step runs under autocast: fp32 weights and residual stream, GEMMs in the compute
+        dtype (FSDP and ZeRO keep weights in it themselves)."""
+        return self.dtype_bytes < FP32 and not {"fsdp", "zero"} & self.enabled
 
     @property
     def local_batch(self) -> int:

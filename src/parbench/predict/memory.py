@@ -158,7 +158,7 @@ def weight_cast_bytes(layout: Layout) -> tuple[float, float]:
     neither fills nor clears the cache: the eager head's cast stays to the end. An MoE's experts are
     indexed views, which autocast casts anew at each use without caching: saved for backward without
     checkpointing, not held with it. None where the strategy keeps bf16 weights itself."""
-    if layout.dtype_bytes >= FP32 or "fsdp" in layout.enabled or "zero" in layout.enabled:
+    if not layout.autocast:
         return 0.0, 0.0
     linear, experts, head = weight_matrices(layout)
     unchecked = layout.activation_checkpointing == "none"

@@ -116,6 +116,16 @@ def decode_attention_table(metrics: dict) -> dict[str, Any]:
     return {"decode_attention_s": {kind: calls for kind, calls in table.items() if two_at_two(calls)}}
 
 
+def elementwise_table(metrics: dict) -> dict[str, Any]:
+    """elementwise_gbps from the elementwise microbenchmark's elementwise_gbps/<mode>/<kernel>/<width>."""
+    table: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for key, gbps in metrics.items():
+        if key.startswith("elementwise_gbps/"):
+            _, mode, kernel, width = key.split("/")
+            table[mode][kernel][width] = gbps
+    return {"elementwise_gbps": {mode: dict(kernels) for mode, kernels in table.items()}}
+
+
 def matmul_points(metrics: dict, unaligned: bool = False) -> list[tuple[float, float]]:
     """(GEMM FLOPs, achieved TFLOP/s) of the aligned shapes (or the unaligned ones)."""
     points = []
