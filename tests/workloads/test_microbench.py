@@ -171,6 +171,7 @@ def test_elementwise_times_each_kernel_at_each_width_and_mode(cli):
                 nbytes = moved * 16384 * 4  # fp32 on a CPU
                 assert run[f"metrics.elementwise_gbps/{key}"] == pytest.approx(
                     nbytes / run[f"metrics.elementwise_time_us/{key}"] / 1e3, rel=1e-6), key
+    assert "elementwise.md" in artifacts(cli, run.run_id)
 
 
 def test_elementwise_refuses_widths_its_heads_do_not_divide(cli):

@@ -90,4 +90,22 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
         reporter.step(i, len(cases), f"{mode} {kernel} {width}", **point)
     metrics = {f"{k}/{p['mode']}/{p['kernel']}/{p['width']}": p[k] for p in points
                for k in ("elementwise_gbps", "elementwise_time_us")}
-    return {"metrics": metrics, "tables": {"elementwise": points}}
+    results = {"metrics": metrics, "tables": {"elementwise": points}}
+    if env.is_main:
+        table = rates_table(points, f"Element-wise kernels, GB/s of their minimum bytes by row width ({w.dtype}, "
+                                    f"{w.elements:,} elements a call, {cfg.hardware.name})")
+        print(table, flush=True)
+        (reporter.job_dir / "elementwise.md").write_text(table + "\n")
+        results["artifacts"] = ["elementwise.md"]
+    return results
+
+
+def rates_table(points: list[dict], title: str) -> str:
+    """A markdown table: a row per mode and kernel, a column per width."""
+    widths = sorted({p["width"] for p in points})
+    rows: dict[str, dict[int, float]] = {}
+    for p in points:
+        rows.setdefault(f"{p['mode']} {p['kernel']}", {})[p["width"]] = p["elementwise_gbps"]
+    lines = [title, "", "| kernel | " + " | ".join(map(str, widths)) + " |", "|---|" + "---:|" * len(widths)]
+    lines += [f"| {name} | " + " | ".join(f"{rates[w]:,.0f}" for w in widths) + " |" for name, rates in rows.items()]
+    return "\n".join(lines)
