@@ -26,6 +26,7 @@ def test_a_row_is_read_among_the_widths_of_its_kind():
     """GPT-2 XL's 1,600 between 1,536 and 2,560 (both slow), not on the line to 2,048; beyond the table: its end."""
     assert kernel_gbps(CAL, True, "layer_norm", 1600) == pytest.approx(1389.0 + (1276.0 - 1389.0) * 64 / 1024)
     assert kernel_gbps(CAL, True, "layer_norm", 3072) == 1276.0  # past the widest of its kind
+    assert kernel_gbps(CAL, True, "layer_norm", 96) == 3722.0  # below every width of its kind: along them all
     assert kernel_gbps(CAL, True, "layer_norm", 8192) == 2669.0 and kernel_gbps(CAL, True, "layer_norm", 512) == 3722.0
     assert kernel_gbps(CAL, False, "layer_norm", 1600) == 4000.0  # no eager rates: the memory's bandwidth
     assert kernel_gbps(CAL, True, "gelu_tanh", 6400) == 4000.0
@@ -51,7 +52,9 @@ def test_each_family_runs_its_own_kernels():
     llama, gpt2 = (layer_traffic(layout(f"model={m}"), True) for m in ("llama3_2_1b", "gpt2_xl"))
     assert {k for k, _ in llama} == {"rms_norm", "add", "rope", "swiglu"}
     assert {k for k, _ in gpt2} == {"layer_norm", "add", "gelu_tanh"}
-    assert ("swiglu", 8192) in llama and ("rope", 64) in llama  # the FFN's width, a head's
+    assert ("swiglu", 8192) in llama and ("rope", 2048) in llama  # the FFN's row, the q heads' row
+    tp = layer_traffic(layout("model=llama3_2_1b", "parallel=tp", gpus=2), True)
+    assert ("swiglu", 4096) in tp and ("rope", 1024) in tp  # each rank's share of the row
 
 
 def test_a_slower_kernel_takes_its_bytes_longer():

@@ -41,26 +41,28 @@ def layer_traffic(layout: Layout, compiled: bool, training: bool = True, qk_norm
     if autocast and not compiled:
         traffic["cast", m.hidden] += 2 * h * (FP32 + b)
     traffic["add", m.hidden] += 2 * h * (2 * stream + b) + (biased / 3 * b if training else 0.0)
-    if not fam.learned_positions:
-        traffic["rope", hd] += 2 * qk * b
+    if not fam.learned_positions:  # over each token's q heads and k heads: a row of q's width
+        traffic["rope", m.heads * hd // d.tp] += 2 * qk * b
     if m.qk_norm:
         traffic["rms_norm", hd] += 2 * qk * qk_norm_factor * b
     activation = (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
-    traffic["swiglu" if fam.gated_mlp else "gelu_tanh", m.ffn] += activation * b
+    traffic["swiglu" if fam.gated_mlp else "gelu_tanh", m.ffn // d.tp] += activation * b
     return dict(traffic)
 
 
 def kernel_gbps(cal: Calibration, compiled: bool, kernel: str, width: int) -> float:
     """The kernel's rate at rows of `width`: along the widths measured of its kind, powers of two or not (a
     row of a power of two fills the kernel's blocks; any other leaves lanes idle or takes a second pass:
-    H200, a compiled LayerNorm at 2,048 runs at 2.5 TB/s, at 1,536 and 2,560 at 1.3-1.4); membw_gbps where
-    the profile has no rate for it (and for a cast, a plain stream). Beyond the widths measured: the nearest
-    one's rate."""
+    H200, a compiled LayerNorm at 2,048 runs at 2.5 TB/s, at 1,536 and 2,560 at 1.3-1.4); a row narrower than
+    every width of its kind (a head's, 80 wide) along every width measured; beyond the widths read, the nearest
+    one's rate; membw_gbps where the profile has no rate for the kernel (and for a cast, a plain stream)."""
     rates = cal.elementwise_gbps.get(step_mode(compiled), {}).get(kernel)
     if not rates:
         return cal.membw_gbps
     points = [(int(w), gbps) for w, gbps in rates.items()]
-    points = [(w, gbps) for w, gbps in points if is_power_of_two(w) == is_power_of_two(width)] or points
+    same_kind = [(w, gbps) for w, gbps in points if is_power_of_two(w) == is_power_of_two(width)]
+    if same_kind and width >= min(w for w, _ in same_kind):
+        points = same_kind
     widths = [w for w, _ in points]
     return along(points, min(max(width, min(widths)), max(widths)))
 

@@ -166,7 +166,7 @@ def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration)
     factor of the decode mode's step (compile: the blocks are compiled for the prefill too)."""
     compiled = resolved_decode_mode(layout.cfg) == "compile"
     traffic = layer_traffic(layout, compiled, False, cal.qk_norm(compiled))
-    traffic["copy", layout.cfg.model.hidden] = qkv_copy_per_token(layout) * layout.dtype_bytes
+    traffic["copy", layout.cfg.model.hidden // layout.dims.tp] = qkv_copy_per_token(layout) * layout.dtype_bytes
     return elementwise_seconds(cal, compiled, traffic, tokens * layout.cfg.model.layers)
 
 

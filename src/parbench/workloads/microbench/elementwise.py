@@ -7,7 +7,8 @@ kernel) and compiled (torch.compile's generated one):
     gelu_tanh              GPT-2's MLP activation: reads and writes `width`
     swiglu                 Llama's: silu(gate) x up, reads two of `width` (each its own projection's), writes one
     rope                   the Llama family's rotary positions over heads of 64, in fp32 as the models compute
-                           them: reads and writes `width` (the angles' table is small)
+                           them: reads and writes `width` (the angles' table, 256 bytes a row, is small beside a
+                           row of several heads)
     copy                   a layout copy to heads of 64 by token ([rows, heads, 64] -> [heads, rows, 64])
 
     elementwise_gbps/<mode>/<kernel>/<width>   those minimum bytes over the median call's time, averaged
@@ -46,21 +47,20 @@ MOVED = {"layer_norm": 2, "rms_norm": 2, "add": 3, "gelu_tanh": 2, "swiglu": 3, 
 
 
 def kernel_call(kernel: str, width: int, rows: int, dtype: torch.dtype,
-                device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The kernel over one input of [rows, width] (its other operands, weights and tables made here)."""
+                device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The kernel over one input of [rows, width] and, for add and SwiGLU, a second of the same shape (the
+    residual; the up projection), its weights and tables made here."""
     if kernel in ("layer_norm", "rms_norm"):
         weight = torch.randn(width, dtype=dtype, device=device)
         if kernel == "rms_norm":
-            return lambda x: F.rms_norm(x, (width,), weight, eps=1e-6)
+            return lambda x, _: F.rms_norm(x, (width,), weight, eps=1e-6)
         bias = torch.randn(width, dtype=dtype, device=device)
-        return lambda x: F.layer_norm(x, (width,), weight, bias)
-    if kernel in ("add", "swiglu"):
-        other = torch.randn(rows, width, dtype=dtype, device=device)  # the residual; the up projection
-        return (lambda x: x + other) if kernel == "add" else (lambda x: F.silu(x) * other)
+        return lambda x, _: F.layer_norm(x, (width,), weight, bias)
     if kernel == "rope":  # the models' own: one sequence of `rows` positions, heads of HEAD
         cos, sin = (t.to(device) for t in rope_tables(HEAD, rows, theta=10000.0))
-        return lambda x: apply_rope(x.view(1, rows, -1, HEAD), cos, sin)
-    return {"gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "copy": head_copy}[kernel]
+        return lambda x, _: apply_rope(x.view(1, rows, -1, HEAD), cos, sin)
+    return {"add": lambda x, other: x + other, "swiglu": lambda x, other: F.silu(x) * other,
+            "gelu_tanh": lambda x, _: F.gelu(x, approximate="tanh"), "copy": lambda x, _: head_copy(x)}[kernel]
 
 
 def time_kernel(kernel: str, width: int, compiled: bool, cfg: Config, device: torch.device) -> float:
@@ -68,13 +68,16 @@ def time_kernel(kernel: str, width: int, compiled: bool, cfg: Config, device: to
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
     shape = (w.elements // width, width)
-    copies = copies_to_exceed(parse_size(w.rotate_bytes), shape[0] * shape[1] * dtype.itemsize)
-    inputs = [torch.randn(shape, dtype=dtype, device=device) for _ in range(copies)]
+    operands = 2 if kernel in ("add", "swiglu") else 1
+    copies = copies_to_exceed(parse_size(w.rotate_bytes), operands * shape[0] * shape[1] * dtype.itemsize)
+    inputs = [[torch.randn(shape, dtype=dtype, device=device) for _ in range(operands)] for _ in range(copies)]
     call = kernel_call(kernel, width, shape[0], dtype, device)
     if compiled:
         torch._dynamo.reset()  # a fresh compile per shape: dynamo stops recompiling one function after a few shapes
         call = torch.compile(call, dynamic=False)
-    return statistics.median(time_each(lambda i: call(inputs[i % copies]), w.iters, device, warmup=w.warmup_iters))
+    # a one-operand kernel's second argument is its input again, unused
+    return statistics.median(time_each(lambda i: call(inputs[i % copies][0], inputs[i % copies][-1]), w.iters, device,
+                                       warmup=w.warmup_iters))
 
 
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
@@ -107,5 +110,6 @@ def rates_table(points: list[dict], title: str) -> str:
     for p in points:
         rows.setdefault(f"{p['mode']} {p['kernel']}", {})[p["width"]] = p["elementwise_gbps"]
     lines = [title, "", "| kernel | " + " | ".join(map(str, widths)) + " |", "|---|" + "---:|" * len(widths)]
-    lines += [f"| {name} | " + " | ".join(f"{rates[w]:,.0f}" for w in widths) + " |" for name, rates in rows.items()]
+    lines += [f"| {name} | " + " | ".join(f"{rates[w]:,.0f}" if rates[w] >= 100 else f"{rates[w]:.3g}" for w in widths) + " |"
+              for name, rates in rows.items()]
     return "\n".join(lines)

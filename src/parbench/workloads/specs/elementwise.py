@@ -47,6 +47,9 @@ def validate_elementwise(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.dtype={w.dtype!r}: use auto or one of {', '.join(DTYPE_NAMES)}")
     parse_size(w.rotate_bytes, "rotate_bytes")
     check_iterations(w)
+    if "compiled" in w.modes and w.warmup_iters < 1:
+        raise ConfigError("workload.modes has compiled, whose kernels compile at their first call: set "
+                          "workload.warmup_iters>=1 so that the compile is not timed")
 
 
 def plan_elementwise(cfg: Config, dims: ParallelDims) -> dict:
