@@ -151,7 +151,8 @@ def step_compute(layout: Layout, cal: Calibration) -> Compute:
     or the loss's)."""
     (matmul, head), attention = matmul_seconds(layout, cal), attention_seconds(layout, cal)
     blocks = block_elementwise_seconds(layout, cal)
-    elementwise = blocks + elementwise_seconds(cal, layout.compiled, {}, 0.0, streamed_bytes(layout))
+    # the loss and the casts as one stream (a kernel with no rate of its own: at membw_gbps)
+    elementwise = blocks + elementwise_seconds(cal, layout.compiled, {("stream", 0): streamed_bytes(layout)}, 1.0)
     blocks_forward = (matmul - head + attention + blocks) / 3
     recompute = cal.recompute_share(layout.compiled, layout.activation_checkpointing) * blocks_forward
     return Compute(matmul, attention, elementwise, optimizer_seconds(layout, cal), recompute)

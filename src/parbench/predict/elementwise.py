@@ -71,11 +71,9 @@ def is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def elementwise_seconds(cal: Calibration, compiled: bool, traffic: Traffic, per_token: float,
-                        streamed_bytes: float = 0.0) -> float:
+def elementwise_seconds(cal: Calibration, compiled: bool, traffic: Traffic, per_token: float) -> float:
     """The traffic's time, each kernel's bytes per token times per_token (the tokens and layers) at its rate,
-    and streamed_bytes at membw_gbps (the loss's, the weights' casts), times the step's measured element-wise
-    factor."""
+    times the step's measured element-wise factor."""
     seconds = sum(nbytes * per_token / (kernel_gbps(cal, compiled, kernel, int(width)) * 1e9)
                   for (kernel, width), nbytes in traffic.items())
-    return (seconds + streamed_bytes / (cal.membw_gbps * 1e9)) * cal.elementwise(compiled)
+    return seconds * cal.elementwise(compiled)

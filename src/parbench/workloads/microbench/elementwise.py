@@ -32,18 +32,11 @@ from parbench.metrics.timing import time_each
 from parbench.models.llama import apply_rope, rope_tables
 from parbench.workloads.microbench.common import copies_to_exceed, rank_mean
 from parbench.workloads.reporting import StepReporter
-from parbench.workloads.specs.elementwise import ELEMENTWISE_HEAD
+from parbench.workloads.specs.elementwise import ELEMENTWISE_HEAD as HEAD, MOVED, TWO_OPERANDS
 from parbench.workloads.specs.microbench import parse_size
-
-HEAD = ELEMENTWISE_HEAD
-
 
 def head_copy(x: torch.Tensor) -> torch.Tensor:
     return x.view(x.shape[0], -1, HEAD).transpose(0, 1).contiguous()
-
-
-# kernel -> elements it reads and writes per element of its output: its minimum bytes' count
-MOVED = {"layer_norm": 2, "rms_norm": 2, "add": 3, "gelu_tanh": 2, "swiglu": 3, "rope": 2, "copy": 2}
 
 
 def kernel_call(kernel: str, width: int, rows: int, dtype: torch.dtype,
@@ -68,7 +61,7 @@ def time_kernel(kernel: str, width: int, compiled: bool, cfg: Config, device: to
     w = cfg.workload
     dtype = torch_dtype(w.dtype)
     shape = (w.elements // width, width)
-    operands = 2 if kernel in ("add", "swiglu") else 1
+    operands = 2 if kernel in TWO_OPERANDS else 1
     copies = copies_to_exceed(parse_size(w.rotate_bytes), operands * shape[0] * shape[1] * dtype.itemsize)
     inputs = [[torch.randn(shape, dtype=dtype, device=device) for _ in range(operands)] for _ in range(copies)]
     call = kernel_call(kernel, width, shape[0], dtype, device)

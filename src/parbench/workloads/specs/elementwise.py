@@ -13,7 +13,10 @@ from parbench.dtypes import DTYPE_NAMES
 from parbench.workloads.registry import WORKLOADS, WorkloadSpec
 from parbench.workloads.specs.microbench import MICROBENCH, check_iterations, parse_size
 
-ELEMENTWISE_KERNELS = ("layer_norm", "rms_norm", "add", "gelu_tanh", "swiglu", "rope", "copy")
+# kernel -> elements it reads and writes per element of its output: its minimum bytes' count
+MOVED = {"layer_norm": 2, "rms_norm": 2, "add": 3, "gelu_tanh": 2, "swiglu": 3, "rope": 2, "copy": 2}
+ELEMENTWISE_KERNELS = tuple(MOVED)
+TWO_OPERANDS = ("add", "swiglu")  # the residual; the up projection
 ELEMENTWISE_MODES = ("eager", "compiled")
 ELEMENTWISE_HEAD = 64  # every width is a multiple of it: rope's and the layout copy's heads
 
