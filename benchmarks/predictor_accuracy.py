@@ -14,7 +14,8 @@ memory, none worse than 25 %, and the case the model ranks first among the layou
 and batch (`rank` cases) within 5 % of the fastest measured; TTFT and TPOT within 10 %. `train2`: the
 strategies on two GPUs of one host (`measure --cases train2`). `unseen_train` and `unseen_infer`: shapes
 no fit and no table before 2026-11-29 had seen, measured once after a change to check that it generalises
-(GPT-2 XL above all, whose kernels differ most from the calibration model's)."""
+(GPT-2 XL above all, whose kernels differ most from the calibration model's); `unseen_replay`: eager checkpointed
+steps of each family at new shapes, measured after the replay's host cost changed (2026-11-29)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,11 @@ CASES = {
     "unseen_infer": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
                      for m, b, n in (("gpt2_xl", 32, 512), ("gpt2_xl", 16, 768), ("qwen3_1_7b", 16, 1024),
                                      ("llama3_2_1b", 8, 4096))],
+    # eager checkpointed steps of each family at shapes on no list, measured after the replay's host cost became a
+    # cost per layer and per op (2026-11-29): the host's share of these steps is what they check
+    "unseen_replay": [train("qwen3_1_7b", 2048, 2, False, "selective"), train("gpt2_xl", 512, 8, False, "full"),
+                      train("llama3_2_1b", 2048, 4, False, "selective"), train("qwen3_1_7b", 1024, 4, False, "full"),
+                      train("gpt2_xl", 1024, 2, False, "selective"), train("llama3_2_1b", 4096, 1, False, "full")],
     "train2": [[*TRAIN2, f"parallel={p}", *shape] for shape in (["model=llama3_2_1b", "workload.seq_len=2048", "workload.batch_size=4"],
                                                                  ["model=tiny", "workload.seq_len=256", "workload.batch_size=4"])
                for p in ("dp", "fsdp", "tp", "sp", "cp")],
@@ -94,12 +100,12 @@ CASES = {
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
          "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
          "infer:4", "infer:5", "infer:6", "infer:7",
-         *(f"unseen_{kind}:{i}" for kind in ("train", "infer") for i in range(len(CASES[f"unseen_{kind}"]))),
+         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay") for i in range(len(CASES[f"unseen_{kind}"]))),
          *(f"train2:{i}" for i in range(len(CASES["train2"]))),
          *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
 
 
-BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER,
+BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER, "unseen_replay": TRAIN,
          "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 

@@ -170,8 +170,10 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                "calibration_link_latency_s": cal.intra_node.latency_s,
                                "calibration_host_s_per_step": cal.host_s_per_step,
                                "calibration_host_s_per_dispatch": cal.host_s_per_dispatch,
-                               **{f"calibration_host_s_per_replayed_call_{mode}": s
-                                  for mode, s in cal.host_s_per_replayed_call.items()}})
+                               **{f"calibration_host_s_per_replayed_{unit}_{mode}": s
+                                  for unit, figures in (("layer", cal.host_s_per_replayed_layer),
+                                                        ("op", cal.host_s_per_replayed_op))
+                                  for mode, s in figures.items()}})
     store.log_artifacts(run_id, [path])
     store.finish(run_id, ok=True)
 

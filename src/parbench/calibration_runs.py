@@ -28,13 +28,14 @@ HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_STEPS = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false"]
 HOST_RUN = [*HOST_STEPS, "parallel=dp"]
-# The host runs beyond the tiny Llama at two depths: the same checkpointed in each mode, and
-# GPT-2- and Qwen3-shaped blocks at the tiny model's size.
-HOST_SHAPES = {"host_full": (["model=tiny"], ["workload.activation_checkpointing=full"]),
-               "host_selective": (["model=tiny"], ["workload.activation_checkpointing=selective"]),
-               "host_gpt2": (["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256",
-                              "model.vocab=512", "model.max_seq_len=256"], []),
-               "host_qwen3": (["model=tiny", "model.qk_norm=true"], [])}
+# The host runs beyond the tiny Llama at two depths: GPT-2- and Qwen3-shaped blocks at the tiny model's
+# size, and the Llama and GPT-2 blocks checkpointed in each mode (two op mixes: a replayed layer's cost per
+# layer and per op).
+GPT2_SHAPE = ["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256", "model.vocab=512",
+              "model.max_seq_len=256"]
+HOST_SHAPES = {"host_gpt2": (GPT2_SHAPE, []), "host_qwen3": (["model=tiny", "model.qk_norm=true"], []),
+               **{f"host{family}_{mode}": (model, [f"workload.activation_checkpointing={mode}"])
+                  for family, model in (("", ["model=tiny"]), ("_gpt2", GPT2_SHAPE)) for mode in ("full", "selective")}}
 EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 # A decode step's attention kinds the GPU run times: (heads, KV heads, head width), grouped and one query per KV head
 # at 64 and 128 wide; each at one sequence and at 128 to 2,048 blocks (sequences x KV heads), and from a short
@@ -77,9 +78,10 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
              # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
              "kernels": ["profile.enabled=true"], "deep": ["model.layers=16"],
-             # A fully checkpointed layer's replay costs the host more at a real width than at the tiny
-             # model's (H100, 2026-11-26: 67 µs a forward call of the 1B Llama's, 42 µs of the tiny one's)
-             "host_full_model": ["model=llama3_2_1b"]}
+             # A checkpointed layer's replay costs the host more at a real width than at the tiny model's
+             # (H100, 2026-11-26: 3.7 ms a fully checkpointed layer of the 1B Llama's, 2.3 ms of the tiny one's)
+             **{f"host{family}_{mode}_model": [f"model={model}"] for family, model in (("", "llama3_2_1b"), ("_gpt2", "gpt2_xl"))
+                for mode in ("full", "selective")}}
 
 
 def overridden(args: list[str], extra: list[str]) -> list[str]:

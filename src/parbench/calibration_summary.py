@@ -66,8 +66,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"element {cal.head_grad_bytes}, memory overhead {format_metric('overhead_gb', cal.memory_overhead_gb)}, "
         f"host {format_metric('host_s', cal.host_s_per_step)}"
         f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
-        + "".join(f" + {format_metric('host_s', s)} per call a {mode}-checkpointed layer replays"
-                  for mode, s in cal.host_s_per_replayed_call.items())
+        + "".join(f" + {format_metric('host_s', cal.host_s_per_replayed_layer.get(mode, 0.0))} per {mode}-checkpointed "
+                  f"layer and {format_metric('host_s', s)} per op it replays" for mode, s in cal.host_s_per_replayed_op.items())
         + "".join(f", {strategy} +{format_metric('host_s', s)} a dispatch" for strategy, s in cal.host_s_per_dispatch_by_strategy.items())
         + (f"; on several ranks {format_metric('host_s', cal.host_s_several_ranks['per_step'])} per step + "
            f"{format_metric('host_s', cal.host_s_several_ranks['per_dispatch'])} per dispatch" if cal.host_s_several_ranks else ""),

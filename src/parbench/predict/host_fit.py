@@ -1,16 +1,19 @@
 """Host dispatch costs fitted from the host-bound runs `parbench calibrate` makes (the tiny model's,
-and on a GPU the 1B Llama's full checkpointing at 128 tokens: their kernels finish long before the
-next is dispatched):
+and on a GPU the 1B Llama's and GPT-2 XL's checkpointed blocks at 128 tokens: their kernels finish long
+before the next is dispatched):
 
     host seconds = per step + per dispatch x (forward calls + backward ops)
-                   + per replayed call x a checkpointed layer's forward calls (the mode's: full, selective)
+                   + the mode's (full, selective) per replayed layer x the layers a checkpointed step replays
+                   + the mode's per replayed op x the aten ops they replay
 
 with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
-least squares; each checkpointed run then fixes its mode's cost per call of the forward a layer
-replays: the replay and the checkpoint's own bookkeeping, about 3.3 ms a Llama layer on an H200,
-tiny or 1B-sized, and a GPT-2 block (25 calls to Llama's 55) far less
-(docs/results/2026-11-25_host_gpu31.md). A forward call and a backward op cost alike: a split fitted
+least squares; each mode's checkpointed runs then fix what a replayed layer costs beyond them, per
+layer and per aten op of its replay, by a line through the blocks of two families (one op count:
+per op alone). A layer's replay is mostly fixed cost: on an H200 a fully checkpointed GPT-2 XL layer
+(96 ops replayed) costs the host 3.2 ms, a 1B Llama's (153) 3.6 ms; priced per Python call of the
+forward (GPT-2's 25 to the Llama's 55) GPT-2's steps came out 19-27 % short, priced per op alone
+Qwen3's (193) 19-27 % long (docs/results/2026-11-29_replay31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch; on two or
 more ranks the deeper tiny run under tp and under fsdp what each strategy's wrappers add per dispatch."""
@@ -20,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from parbench.predict.calibration import Calibration
-from parbench.predict.costs import host_seconds
+from parbench.predict.costs import eager_dispatches, host_seconds, layer_passes
 from parbench.predict.layout import Layout
 from parbench.predict.learn import per_step_and_layer
 from parbench.predict.step import predict_step
@@ -38,8 +41,9 @@ def measured_host(run: HostRun, cal: Calibration) -> float:
     beyond the device model."""
     if run.layout.cfg.hardware.device_type != "cpu":
         return run.host_dispatch_s or run.step_time_s
-    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_call={},
-                   host_s_per_layer=0.0, host_s_per_layer_compiled=0.0, host_s_several_ranks={})
+    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_op={},
+                   host_s_per_replayed_layer={}, host_s_per_layer=0.0, host_s_per_layer_compiled=0.0,
+                   host_s_several_ranks={})
     return run.step_time_s - predict_step(run.layout, bare).step_time_s
 
 
@@ -48,10 +52,19 @@ def dispatches(layout: Layout) -> float:
     return host_seconds(layout, Calibration(host_s_per_dispatch=1.0)).total_s
 
 
-def replayed_calls(layout: Layout) -> float:
-    """The forward calls a checkpointed step replays, as the model counts them (costs.host_seconds)."""
-    unit = Calibration(host_s_per_dispatch=1.0, host_s_per_replayed_call={layout.activation_checkpointing: 1.0})
-    return host_seconds(layout, unit).total_s - dispatches(layout)
+def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: float, per_dispatch: float) -> dict:
+    """host_s_per_replayed_layer and host_s_per_replayed_op by mode: what each run's host takes beyond its plain
+    dispatch, per layer it replays, as a line in the ops a layer replays (per_step_and_layer: neither negative); a
+    mode whose runs share one op count, per op alone; the modes without runs as `cal` has them."""
+    per_layer, per_op = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_op)
+    for mode in sorted({r.layout.activation_checkpointing for r in checkpointed}):
+        points = [(eager_dispatches(r.layout).replayed_ops / layer_passes(r.layout),
+                   (measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)) / layer_passes(r.layout))
+                  for r in checkpointed if r.layout.activation_checkpointing == mode]
+        line = per_step_and_layer(points)
+        per_layer[mode] = line.get("per_step", 0.0)
+        per_op[mode] = line["per_layer"] if line else max(0.0, sum(y for _, y in points) / sum(x for x, _ in points))
+    return {"host_s_per_replayed_layer": per_layer, "host_s_per_replayed_op": per_op}
 
 
 def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float, float] | None:
@@ -82,12 +95,8 @@ def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration,
                                                          "a cost per step and per dispatch; kept the figures there were"] if eager else []
     per_step, per_dispatch = costs
     fitted: dict = {"host_s_per_step": per_step, "host_s_per_dispatch": per_dispatch}
-    ckpt = dict(cal.host_s_per_replayed_call)
-    for r in eager:
-        if r.layout.activation_checkpointing != "none":
-            beyond = measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)
-            ckpt[r.layout.activation_checkpointing] = max(0.0, beyond / replayed_calls(r.layout))
-    fitted["host_s_per_replayed_call"] = ckpt
+    fitted.update(replay_figures([r for r in eager if r.layout.activation_checkpointing != "none"], cal, per_step,
+                                 per_dispatch))
     deepest = max(plain, key=lambda r: r.layout.cfg.model.layers)  # one figure per layer, for a family without counts
     layer = deepest.layout.dispatch.per_layer if deepest.layout.dispatch else None
     fitted["host_s_per_layer"] = per_dispatch * (layer.forward_calls + layer.backward_ops) if layer else 0.0
