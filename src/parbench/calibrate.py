@@ -172,7 +172,7 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                "calibration_host_s_per_dispatch": cal.host_s_per_dispatch,
                                **{f"calibration_host_s_per_replayed_{unit}_{mode}": s
                                   for unit, figures in (("layer", cal.host_s_per_replayed_layer),
-                                                        ("op", cal.host_s_per_replayed_op))
+                                                        ("call", cal.host_s_per_replayed_call))
                                   for mode, s in figures.items()}})
     store.log_artifacts(run_id, [path])
     store.finish(run_id, ok=True)

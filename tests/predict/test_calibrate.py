@@ -36,7 +36,7 @@ TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_
                 recompute={"eager/selective": 0.3, "eager/full": 0.9, "compiled/selective": 0.1, "compiled/full": 0.8},
                 activation_scale={"eager/none": 1.3, "eager/selective": 1.1, "compiled/none": 0.7, "compiled/selective": 0.6},
                 logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
-                host_s_per_replayed_op={"full": 20e-6, "selective": 45e-6},
+                host_s_per_replayed_call={"full": 40e-6, "selective": 90e-6},
                 host_s_per_replayed_layer={"full": 1.5e-3, "selective": 3e-3}, host_s_per_layer_compiled=0.4e-3,
                 prefill_host_s={"per_step": 2e-3, "per_layer": 5e-4}, decode_host_s={"per_step": 1e-3, "per_layer": 1e-4},
                 kv_read_factor=2.5,
@@ -153,7 +153,7 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     # (no head-gradient term: on a CPU the overhead's run is the calibration's tiny model, same head, one constant)
     assert cal.elementwise_gbps == TRUTH.elementwise_gbps  # the kernels' own rates, read as the factors are fitted
     for field in ("elementwise_factor", "qk_norm_factor", "recompute", "activation_scale", "logits_bytes", "prefill_host_s",
-                  "decode_host_s", "host_s_per_replayed_op", "host_s_per_replayed_layer"):
+                  "decode_host_s", "host_s_per_replayed_call", "host_s_per_replayed_layer"):
         assert getattr(cal, field) == pytest.approx(getattr(TRUTH, field), rel=5e-2), field
     assert cal.decode_attention_s == {}  # no decode shapes on a CPU: the one read factor serves every width
 

@@ -40,14 +40,15 @@ def layout(*overrides: str) -> Layout:
 
 def test_the_table_holds_what_each_model_dispatches_now():
     """dispatch_counts.json against a fresh count of every conf/model/*.yaml (after a change to a
-    model's code: python -m parbench.parallel.dispatch_count)."""
-    from parbench.parallel.dispatch_count import conf_models, count
+    model's code: python -m parbench.models.dispatch)."""
+    from parbench.models.dispatch import conf_models, count
 
     for name, m in conf_models().items():
         assert family_dispatch(m).signature == dispatch_signature(m), name
-        fresh, layer = count(m)["per_layer"], family_dispatch(m).per_layer
-        assert (layer.forward_calls, layer.backward_ops, layer.replayed_ops) == (
-            fresh["forward_calls"], fresh["backward_ops"], fresh["replayed_ops"]), name
+        fresh = count(m)
+        table = family_dispatch(m)
+        assert (table.per_layer.forward_calls, table.per_layer.backward_ops) == (
+            fresh["per_layer"]["forward_calls"], fresh["per_layer"]["backward_ops"]), name
 
 
 def test_qwen3_blocks_dispatch_more_than_llama_and_gpt2_fewer():
@@ -55,21 +56,17 @@ def test_qwen3_blocks_dispatch_more_than_llama_and_gpt2_fewer():
                           for m in ("llama3_2_1b", "qwen3_1_7b", "gpt2_xl"))
     assert qwen3.forward_calls > llama.forward_calls > gpt2.forward_calls  # q/k norms; no RoPE, fused LayerNorm
     assert qwen3.backward_ops > llama.backward_ops > gpt2.backward_ops
-    for block in (llama, qwen3, gpt2):  # selective replays all but the saved GEMMs and attention
-        assert 0 < block.replayed_ops["selective"] < block.replayed_ops["full"]
-    # GPT-2 replays 3.8 ops a Python call (each linear's input, weight and bias cast again), the Llama 2.8
-    assert gpt2.replayed_ops["full"] / gpt2.forward_calls > llama.replayed_ops["full"] / llama.forward_calls + 0.5
 
 
-def test_a_checkpointed_layer_adds_its_modes_cost_per_layer_and_per_replayed_op_to_the_backward():
-    cal = replace(load_calibration(H100), host_s_per_dispatch=10e-6, host_s_per_replayed_op={"full": 20e-6},
+def test_a_checkpointed_layer_adds_its_modes_cost_per_layer_and_per_replayed_call_to_the_backward():
+    cal = replace(load_calibration(H100), host_s_per_dispatch=10e-6, host_s_per_replayed_call={"full": 60e-6},
                   host_s_per_replayed_layer={"full": 2e-3})
     base = ["hardware=h100_sxm", "hardware.gpus_per_node=1", "model=qwen3_1_7b"]
     none, full, selective = (host_seconds(layout(*base, f"workload.activation_checkpointing={ac}"), cal)
                              for ac in ("none", "full", "selective"))
-    ops = family_dispatch(compose(*base).model).per_layer.replayed_ops["full"]
+    calls = family_dispatch(compose(*base).model).per_layer.forward_calls
     assert full.forward_s == none.forward_s
-    assert full.backward_s - none.backward_s == pytest.approx(28 * (2e-3 + 20e-6 * ops))
+    assert full.backward_s - none.backward_s == pytest.approx(28 * (2e-3 + 60e-6 * calls))
     assert selective == none  # no figure for the mode: nothing added
 
 
@@ -78,23 +75,23 @@ def synthetic_runs(cal, names: tuple[str, ...], overrides: list[str]) -> list[Ho
 
 
 def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_costs():
-    """CPU steps made by the model with known costs give them back: a replayed layer's cost per layer and per op
-    from the Llama's and GPT-2's checkpointed blocks, per op alone from one family's; checkpointed runs alone cannot
-    fix a cost per dispatch, and say so."""
-    per_op, per_layer = {"full": 20e-6, "selective": 45e-6}, {"full": 1.5e-3, "selective": 3e-3}
+    """CPU steps made by the model with known costs give them back: a replayed layer's cost per layer and per call
+    from the Llama's and GPT-2's checkpointed blocks, per call alone from one family's; checkpointed runs alone
+    cannot fix a cost per dispatch, and say so."""
+    per_call, per_layer = {"full": 40e-6, "selective": 90e-6}, {"full": 1.5e-3, "selective": 3e-3}
     truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
-                    host_s_per_replayed_op=per_op, host_s_per_replayed_layer=per_layer)
+                    host_s_per_replayed_call=per_call, host_s_per_replayed_layer=per_layer)
     runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
     fitted, notes = fit_host(runs, None, truth)
     assert [fitted["host_s_per_step"], fitted["host_s_per_dispatch"]] == pytest.approx([3e-3, 8e-6], rel=1e-6)
-    assert fitted["host_s_per_replayed_op"] == pytest.approx(per_op, rel=1e-6)
+    assert fitted["host_s_per_replayed_call"] == pytest.approx(per_call, rel=1e-6)
     assert fitted["host_s_per_replayed_layer"] == pytest.approx(per_layer, rel=1e-6)
     assert not notes
     llama_only = [r for r in runs if r.layout.cfg.model.family != "gpt2" or r.layout.activation_checkpointing == "none"]
     fitted, _ = fit_host(llama_only, None, truth)
-    ops = {mode: family_dispatch(compose("model=tiny").model).per_layer.replayed_ops[mode] for mode in per_op}
+    calls = family_dispatch(compose("model=tiny").model).per_layer.forward_calls
     assert fitted["host_s_per_replayed_layer"] == {"full": 0.0, "selective": 0.0}
-    assert fitted["host_s_per_replayed_op"] == pytest.approx({m: per_op[m] + per_layer[m] / ops[m] for m in per_op})
+    assert fitted["host_s_per_replayed_call"] == pytest.approx({m: per_call[m] + per_layer[m] / calls for m in per_call})
     checkpointed = [r for r in runs if r.layout.activation_checkpointing != "none"]
     fitted, notes = fit_host(checkpointed, None, truth)
     assert not fitted and "do not fix a cost per step and per dispatch" in notes[0]
@@ -200,7 +197,7 @@ def test_a_measured_json_from_before_the_new_host_runs_fits_and_resumes_with_onl
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_gpus_idle_gaps_add_per_step_and_per_dispatch_or_layer_pass(compiled):
-    """An eager step idles per dispatch (its calls, ops and a full checkpoint's replayed ops), a
+    """An eager step idles per dispatch (its calls, ops and a full checkpoint's replayed calls), a
     compiled one per layer pass; a profile without the figures (every CPU's) adds nothing."""
     case = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "parallel=dp", "model=llama3_2_1b",
                   "workload.seq_len=2048", "workload.batch_size=2", f"workload.compile={str(compiled).lower()}",
@@ -210,8 +207,7 @@ def test_a_gpus_idle_gaps_add_per_step_and_per_dispatch_or_layer_pass(compiled):
     with_idle = predict_step(case, replace(bare, device_idle_s=idle))
     counts = case.dispatch
     layers = case.cfg.model.layers
-    per_layer = counts.per_layer.forward_calls + counts.per_layer.backward_ops + counts.per_layer.replayed_ops["full"]
-    dispatches = per_layer * layers + \
+    dispatches = (2 * counts.per_layer.forward_calls + counts.per_layer.backward_ops) * layers + \
         counts.per_step.forward_calls + counts.per_step.backward_ops
     expected = 1e-3 + 2e-4 * layers if compiled else 2e-3 + 1e-6 * dispatches
     assert with_idle.idle_s == pytest.approx(expected) and predict_step(case, bare).idle_s == 0

@@ -2,21 +2,18 @@
 model family and the features that change a block's code (q/k norms, biases, experts, a sliding
 window), read without torch: the predictor's host-dispatch units (predict/costs.py). The table
 (dispatch_counts.json beside this file) is counted from the models themselves by
-`python -m parbench.parallel.dispatch_count`, and tests/predict/test_host_dispatch.py checks it against
-a fresh count for every conf/model/*.yaml.
+`python -m parbench.models.dispatch`, and tests/models/test_dispatch.py checks it against a fresh
+count for every conf/model/*.yaml.
 
     forward_calls   torch calls the Python forward makes (functions, tensor methods, modules' F.*):
                     each pays Python, the dispatcher and a launch; a checkpointed block replays them
                     in the backward
-    backward_ops    aten ops the autograd engine dispatches in the backward (C++, no Python)
-    replayed_ops    aten ops a checkpointed layer adds to the backward, by mode (full, selective):
-                    its forward's ops again (every cast too: the replay starts autocast's cache
-                    afresh), less what selective checkpointing saved"""
+    backward_ops    aten ops the autograd engine dispatches in the backward (C++, no Python)"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -29,7 +26,6 @@ DISPATCH_FILE = Path(__file__).with_name("dispatch_counts.json")
 class Dispatch:
     forward_calls: float
     backward_ops: float
-    replayed_ops: dict[str, float] = field(default_factory=dict)  # a layer's, by checkpointing mode
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ backward; `selective` saves matmul and attention outputs and recomputes the chea
 from __future__ import annotations
 
 import torch
-from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
@@ -31,19 +30,12 @@ def _selective_context():
     return create_selective_checkpoint_contexts(_save_matmuls)
 
 
-CHECKPOINT_MODES = ("full", "selective")
-
-
-def checkpointed(block: nn.Module, mode: str) -> nn.Module:
-    """The block wrapped to recompute its forward in the backward, all of it or (selective) its cheap ops."""
-    kwargs = {"context_fn": _selective_context} if mode == "selective" else {}
-    return checkpoint_wrapper(block, preserve_rng_state=False, **kwargs)
-
-
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
+    mode = cfg.workload.activation_checkpointing
+    kwargs = {"context_fn": _selective_context} if mode == "selective" else {}
     for part in pmodel.parts:
         for name, block in list(part.layers.items()):
-            part.layers[name] = checkpointed(block, cfg.workload.activation_checkpointing)
+            part.layers[name] = checkpoint_wrapper(block, preserve_rng_state=False, **kwargs)
     return pmodel
 
 

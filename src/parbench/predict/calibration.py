@@ -15,7 +15,7 @@ from typing import Dict, Optional
 
 from parbench.metrics.fits import along, on_line
 
-VERSION = 4  # 4: a replayed layer's host cost per layer and op (3: decode attention by shape; 2: recompute a share; 1: all)
+VERSION = 3  # 3: decode attention by call shape (2: recompute a share of the blocks' forward; 1: of the whole)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
 
@@ -100,11 +100,11 @@ class Calibration:
     # Host time of an eager training step that the device model does not count (Python and op
     # dispatch): per step, plus per dispatch (a torch call of the Python forward or an aten op of the
     # autograd engine's backward: models/dispatch_table.py counts both per layer), plus what a
-    # checkpointed layer adds per layer and per aten op of its replay, by mode (full, selective: the table's
-    # replayed_ops); a profile without the per-dispatch cost has one figure per layer instead.
+    # checkpointed layer adds per layer and per call of the forward it replays, by mode (full, selective); a profile
+    # without the per-dispatch cost has one figure per layer instead.
     host_s_per_step: float = 0.0
     host_s_per_dispatch: float = 0.0
-    host_s_per_replayed_op: Dict[str, float] = field(default_factory=dict)
+    host_s_per_replayed_call: Dict[str, float] = field(default_factory=dict)
     host_s_per_replayed_layer: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)

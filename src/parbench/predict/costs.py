@@ -174,17 +174,16 @@ class Host:
 @dataclass(frozen=True)
 class Dispatches:
     """What the host dispatches in one eager step: the Python forward's torch calls, the backward's
-    aten ops, and what a checkpointed backward adds by replaying the blocks' forward: its layer passes
-    and their aten ops."""
+    aten ops, and what a checkpointed backward replays: the blocks' layer passes and their forward calls."""
 
     calls: float
     ops: float
-    replayed_ops: float
+    replayed_calls: float
     replayed_layers: float
 
     @property
     def total(self) -> float:
-        return self.calls + self.ops + self.replayed_ops
+        return self.calls + self.ops + self.replayed_calls
 
 
 def layer_passes(layout: Layout) -> float:
@@ -197,19 +196,20 @@ def eager_dispatches(layout: Layout) -> Dispatches | None:
     counts = layout.dispatch
     if counts is None:
         return None
-    passes, layer, step, mode = layer_passes(layout), counts.per_layer, counts.per_step, layout.activation_checkpointing
+    passes, layer, step = layer_passes(layout), counts.per_layer, counts.per_step
+    replayed = passes if layout.activation_checkpointing != "none" else 0.0
     return Dispatches(layer.forward_calls * passes + step.forward_calls * layout.microbatches,
                       layer.backward_ops * passes + step.backward_ops * layout.microbatches,
-                      layer.replayed_ops.get(mode, 0.0) * passes, passes if mode != "none" else 0.0)
+                      layer.forward_calls * replayed, replayed)
 
 
 def idle_units(layout: Layout) -> tuple[float, float]:
     """(forward, backward) units of a step's idle gaps: an eager step's dispatches (the forward's
-    calls; the backward's ops and replayed ops), a compiled step's layer passes (a third forward)."""
+    calls; the backward's ops and replayed calls), a compiled step's layer passes (a third forward)."""
     if layout.compiled:
         return layer_passes(layout) / 3, layer_passes(layout) * 2 / 3
     dispatches = eager_dispatches(layout)
-    return (dispatches.calls, dispatches.ops + dispatches.replayed_ops) if dispatches else (0.0, 0.0)
+    return (dispatches.calls, dispatches.ops + dispatches.replayed_calls) if dispatches else (0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
     each under the layout's strategies and on its ranks (Calibration.host_figures), per layer of the stage and
     micro-batch and per micro-batch, and what a checkpointed layer adds to the backward: per layer replayed and per
-    aten op it replays (the checkpoint's bookkeeping and, selective, its policy's call on each op); a compiled step,
+    call of the forward it replays (the checkpoint's bookkeeping and, selective, its policy's on each op); a compiled step,
     a profile without those costs or a family without counts: per step plus per layer, unsplit."""
     dispatches, ranks = eager_dispatches(layout), layout.dims.world_size
     per_step = cal.host_figures(ranks)["per_step"]
@@ -246,7 +246,7 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
         per_layer = (layout.compiled and cal.host_s_per_layer_compiled) or cal.host_s_per_layer
         return Host(0.0, 0.0, per_step + per_layer * layer_passes(layout))
     mode = layout.activation_checkpointing
-    checkpointed = (cal.host_s_per_replayed_op.get(mode, 0.0) * dispatches.replayed_ops
+    checkpointed = (cal.host_s_per_replayed_call.get(mode, 0.0) * dispatches.replayed_calls
                     + cal.host_s_per_replayed_layer.get(mode, 0.0) * dispatches.replayed_layers)
     per_dispatch = cal.dispatch_seconds(layout.host_strategies, ranks)
     return Host(per_dispatch * dispatches.calls, per_dispatch * dispatches.ops + checkpointed, per_step)

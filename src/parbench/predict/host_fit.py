@@ -4,16 +4,18 @@ before the next is dispatched):
 
     host seconds = per step + per dispatch x (forward calls + backward ops)
                    + the mode's (full, selective) per replayed layer x the layers a checkpointed step replays
-                   + the mode's per replayed op x the aten ops they replay
+                   + the mode's per replayed call x their forwards' calls
 
 with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
 least squares; each mode's checkpointed runs then fix what a replayed layer costs beyond them, per
-layer and per aten op of its replay, by a line through the blocks of two families (one op count:
-per op alone). A layer's replay is mostly fixed cost: on an H200 a fully checkpointed GPT-2 XL layer
-(96 ops replayed) costs the host 3.2 ms, a 1B Llama's (153) 3.6 ms; priced per Python call of the
-forward (GPT-2's 25 to the Llama's 55) GPT-2's steps came out 19-27 % short, priced per op alone
-Qwen3's (193) 19-27 % long (docs/results/2026-11-29_replay31.md). A forward call and a backward op cost alike: a split fitted
+layer and per call of the forward it replays, by a line through the blocks of two families (one
+family: per call alone). Much of a replay is fixed cost: on an H200 a fully checkpointed GPT-2 XL
+layer (25 calls) costs the host 2.6 ms, a 1B Llama's (55) 3.6 ms, so that per call alone, fitted on
+the Llama, GPT-2's steps came out 19-34 % short. Calls, not aten ops: the CPU's op counts are not
+CUDA's (an RMSNorm is 7 ops on a CPU, one fused kernel on CUDA), and per CPU-counted op Qwen3's
+replay (193 ops to the Llama's 153) came out 20 % above the Llama's, where measured it is 7-12 % below
+(docs/results/2026-11-29_replay31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch; on two or
 more ranks the deeper tiny run under tp and under fsdp what each strategy's wrappers add per dispatch."""
@@ -41,7 +43,7 @@ def measured_host(run: HostRun, cal: Calibration) -> float:
     beyond the device model."""
     if run.layout.cfg.hardware.device_type != "cpu":
         return run.host_dispatch_s or run.step_time_s
-    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_op={},
+    bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_call={},
                    host_s_per_replayed_layer={}, host_s_per_layer=0.0, host_s_per_layer_compiled=0.0,
                    host_s_several_ranks={})
     return run.step_time_s - predict_step(run.layout, bare).step_time_s
@@ -53,18 +55,18 @@ def dispatches(layout: Layout) -> float:
 
 
 def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: float, per_dispatch: float) -> dict:
-    """host_s_per_replayed_layer and host_s_per_replayed_op by mode: what each run's host takes beyond its plain
-    dispatch, per layer it replays, as a line in the ops a layer replays (per_step_and_layer: neither negative); a
-    mode whose runs share one op count, per op alone; the modes without runs as `cal` has them."""
-    per_layer, per_op = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_op)
+    """host_s_per_replayed_layer and host_s_per_replayed_call by mode: what each run's host takes beyond its plain
+    dispatch, per layer it replays, as a line in the calls a layer replays (per_step_and_layer: neither negative);
+    a mode whose runs share one count of calls, per call alone; the modes without runs as `cal` has them."""
+    per_layer, per_call = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_call)
     for mode in sorted({r.layout.activation_checkpointing for r in checkpointed}):
-        points = [(eager_dispatches(r.layout).replayed_ops / layer_passes(r.layout),
+        points = [(eager_dispatches(r.layout).replayed_calls / layer_passes(r.layout),
                    (measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)) / layer_passes(r.layout))
                   for r in checkpointed if r.layout.activation_checkpointing == mode]
         line = per_step_and_layer(points)
         per_layer[mode] = line.get("per_step", 0.0)
-        per_op[mode] = line["per_layer"] if line else max(0.0, sum(y for _, y in points) / sum(x for x, _ in points))
-    return {"host_s_per_replayed_layer": per_layer, "host_s_per_replayed_op": per_op}
+        per_call[mode] = line["per_layer"] if line else max(0.0, sum(y for _, y in points) / sum(x for x, _ in points))
+    return {"host_s_per_replayed_layer": per_layer, "host_s_per_replayed_call": per_call}
 
 
 def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float, float] | None:

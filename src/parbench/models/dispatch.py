@@ -1,9 +1,8 @@
 """Count what a training step of each model family dispatches on the host (models/dispatch_table.py
 says what the counts mean): a small CPU instance with the family's features (the dims shrunk, which
-changes no op), at one and two layers under bf16 autocast as the train workload runs it, without
-checkpointing and then with each mode's (parallel/activation_checkpoint.py); the difference is one
-layer, the rest is the step's. `python -m parbench.parallel.dispatch_count` rewrites the table for
-every conf/model/*.yaml."""
+changes no op), at one and two layers under bf16 autocast as the train workload runs it; the
+difference is one layer, the rest is the step's. `python -m parbench.models.dispatch` rewrites the
+table for every conf/model/*.yaml."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from parbench.config.schema import ModelConfig, load_presets
 from parbench.models.build import build_model
 from parbench.models.dispatch_table import DISPATCH_FILE, dispatch_signature
-from parbench.parallel.activation_checkpoint import CHECKPOINT_MODES, checkpointed
 
 SMALL = {"hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 128, "vocab": 256, "max_seq_len": 64}
 
@@ -56,13 +54,10 @@ def small(m: ModelConfig, layers: int) -> ModelConfig:
     return dataclasses.replace(m, layers=layers, **{**SMALL, **kv, **window}, rope_scaling=None)
 
 
-def step_counts(m: ModelConfig, checkpointing: str = "none") -> tuple[int, int]:
+def step_counts(m: ModelConfig) -> tuple[int, int]:
     """(forward calls, backward ops) of one training step: forward and loss, then backward."""
     torch.manual_seed(0)
     model = build_model(m, "cpu")
-    if checkpointing != "none":
-        for name, block in list(model.layers.items()):
-            model.layers[name] = checkpointed(block, checkpointing)
     tokens = torch.randint(0, m.vocab, (2, 32))
     with CountCalls() as forward, torch.autocast("cpu", dtype=torch.bfloat16):
         loss = F.cross_entropy(model(tokens).flatten(0, 1).float(), tokens.flatten())
@@ -71,20 +66,13 @@ def step_counts(m: ModelConfig, checkpointing: str = "none") -> tuple[int, int]:
     return forward.count, backward.count
 
 
-def layer_and_step(m: ModelConfig, checkpointing: str = "none") -> tuple[list[int], list[int]]:
-    """(forward calls, backward ops) of one layer, and of the step outside the layers."""
-    one, two = step_counts(small(m, 1), checkpointing), step_counts(small(m, 2), checkpointing)
+def count(m: ModelConfig) -> dict[str, dict[str, int]]:
+    """Per layer and per step, as the table holds them."""
+    one, two = step_counts(small(m, 1)), step_counts(small(m, 2))
     layer = [b - a for a, b in zip(one, two)]
-    return layer, [a - per for a, per in zip(one, layer)]
-
-
-def count(m: ModelConfig) -> dict[str, dict]:
-    """Per layer and per step, as the table holds them: a checkpointed layer's replay is the backward
-    ops each mode adds to the layer's."""
-    layer, step = layer_and_step(m)
-    replayed = {mode: layer_and_step(m, mode)[0][1] - layer[1] for mode in CHECKPOINT_MODES}
+    step = [a - per for a, per in zip(one, layer)]
     names = ("forward_calls", "backward_ops")
-    return {"per_layer": {**dict(zip(names, layer)), "replayed_ops": replayed}, "per_step": dict(zip(names, step))}
+    return {"per_layer": dict(zip(names, layer)), "per_step": dict(zip(names, step))}
 
 
 def conf_models() -> dict[str, ModelConfig]:
