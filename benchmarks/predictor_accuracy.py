@@ -83,7 +83,7 @@ CASES = {
                      for m, b, n in (("gpt2_xl", 32, 512), ("gpt2_xl", 16, 768), ("qwen3_1_7b", 16, 1024),
                                      ("llama3_2_1b", 8, 4096))],
     # eager checkpointed steps of each family at shapes on no list, measured after the replay's host cost became a
-    # cost per layer and per op (2026-11-29): the host's share of these steps is what they check
+    # cost per layer and per call (2026-11-29): the host's share of these steps is what they check
     "unseen_replay": [train("qwen3_1_7b", 2048, 2, False, "selective"), train("gpt2_xl", 512, 8, False, "full"),
                       train("llama3_2_1b", 2048, 4, False, "selective"), train("qwen3_1_7b", 1024, 4, False, "full"),
                       train("gpt2_xl", 1024, 2, False, "selective"), train("llama3_2_1b", 4096, 1, False, "full")],
@@ -105,8 +105,8 @@ ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "tra
          *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
 
 
-BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER, "unseen_replay": TRAIN,
-         "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
+BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER,
+         "unseen_replay": TRAIN, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 
 def is_inference(kind: str) -> bool:
