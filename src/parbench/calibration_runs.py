@@ -162,8 +162,8 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         # and the deeper one compiled: a compiled block's dispatch per layer
         "host_compiled": ["workload=train", "model=tiny", f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN,
                           "workload.compile=true"],
-        # the deeper one checkpointed (what a checkpointed layer adds), and blocks of other op mixes
-        # (predict/host_fit.py)
+        # blocks of other op mixes, and the Llama's and GPT-2's checkpointed (on a GPU at their real widths):
+        # what a replayed layer adds per layer and per call (predict/host_fit.py)
         **{name: ["workload=train", *s.get(f"{name}_model", model), f"model.layers={HOST_LAYERS[-1]}", *HOST_RUN, *extra]
            for name, (model, extra) in HOST_SHAPES.items()},
         # and, where there are ranks to run them, under each of HOST_STRATEGIES: what its wrappers add per dispatch

@@ -67,7 +67,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"host {format_metric('host_s', cal.host_s_per_step)}"
         f" per step + {format_metric('host_s', cal.host_s_per_dispatch)} per dispatch"
         + "".join(f" + {format_metric('host_s', cal.host_s_per_replayed_layer.get(mode, 0.0))} per {mode}-checkpointed "
-                  f"layer and {format_metric('host_s', s)} per call it replays" for mode, s in cal.host_s_per_replayed_call.items())
+                  f"layer and {format_metric('host_s', cal.host_s_per_replayed_call.get(mode, 0.0))} per call it replays"
+                  for mode in sorted({*cal.host_s_per_replayed_call, *cal.host_s_per_replayed_layer}))
         + "".join(f", {strategy} +{format_metric('host_s', s)} a dispatch" for strategy, s in cal.host_s_per_dispatch_by_strategy.items())
         + (f"; on several ranks {format_metric('host_s', cal.host_s_several_ranks['per_step'])} per step + "
            f"{format_metric('host_s', cal.host_s_several_ranks['per_dispatch'])} per dispatch" if cal.host_s_several_ranks else ""),

@@ -1,7 +1,7 @@
 """Host dispatch in the model: each family's calls and ops counted from its own modules, their
-cost and what a checkpointed layer adds fitted from the calibration's tiny runs, and on a GPU the
-host counted only where it exceeds the device's work of a phase. measured.json files from before
-the checkpointed tiny runs still fit."""
+cost fitted from the calibration's tiny runs and what a checkpointed layer adds from its Llama and
+GPT-2 blocks checkpointed (on a GPU at their real widths), and on a GPU the host counted only where
+it exceeds the device's work of a phase. measured.json files from before the checkpointed runs still fit."""
 
 from __future__ import annotations
 
@@ -276,3 +276,33 @@ def test_a_profile_whose_strategy_costs_name_no_strategy_or_go_negative_is_refus
     path = save_calibration(replace(load_calibration("cpu"), host_s_per_dispatch_by_strategy=costs), tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"host_s_per_dispatch_by_strategy = .*key each figure by a strategy"):
         load_calibration(str(path))
+
+
+@pytest.mark.parametrize("field,figures", [("host_s_per_replayed_call", {"ful": 1e-6}),
+                                           ("host_s_per_replayed_layer", {"selective": -1e-3})])
+def test_a_profile_whose_replay_figures_name_no_mode_or_go_negative_is_refused(tmp_path, field, figures):
+    path = save_calibration(replace(load_calibration("cpu"), **{field: figures}), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=rf"{field} = .*key each figure by a checkpointing mode"):
+        load_calibration(str(path))
+
+
+def test_a_gpus_checkpointed_host_runs_are_the_1b_llama_and_gpt2_xl_at_their_widths():
+    """On a GPU a replay costs more at a real width than at the tiny model's: the checkpointed host runs take the
+    1B Llama's and GPT-2 XL's own blocks (55 and 25 calls a layer), 4 layers each; a CPU takes the tiny shapes."""
+    gpu = calibrate.benchmarks(compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload=train"))
+    cpu = calibrate.benchmarks(compose("hardware=cpu", "workload=train"))
+    for mode in ("full", "selective"):
+        for name, model in ((f"host_{mode}", "llama3_2_1b"), (f"host_gpt2_{mode}", "gpt2_xl")):
+            assert [o for o in gpu[name] if o.startswith("model")] == [f"model={model}", "model.layers=4"], name
+            assert f"workload.activation_checkpointing={mode}" in gpu[name] and "model.hidden=64" not in gpu[name]
+        assert "model=tiny" in cpu[f"host_{mode}"] and "model.hidden=64" in cpu[f"host_gpt2_{mode}"]
+
+
+def test_checkpointed_runs_no_slower_than_their_plain_dispatch_keep_the_replay_figures_and_say_so():
+    truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
+                    host_s_per_replayed_call={}, host_s_per_replayed_layer={})
+    runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
+    kept = {"full": 50e-6}
+    fitted, notes = fit_host(runs, None, replace(truth, host_s_per_replayed_call=kept))
+    assert fitted["host_s_per_replayed_call"] == kept and fitted["host_s_per_replayed_layer"] == {}
+    assert len(notes) == 2 and all("kept the replay figures" in n for n in notes)

@@ -14,7 +14,7 @@ family: per call alone). Much of a replay is fixed cost: on an H200 a fully chec
 layer (25 calls) costs the host 2.6 ms, a 1B Llama's (55) 3.6 ms, so that per call alone, fitted on
 the Llama, GPT-2's steps came out 19-34 % short. Calls, not aten ops: the CPU's op counts are not
 CUDA's (an RMSNorm is 7 ops on a CPU, one fused kernel on CUDA), and per CPU-counted op Qwen3's
-replay (193 ops to the Llama's 153) came out 20 % above the Llama's, where measured it is 7-12 % below
+replay (193 ops to the Llama's 153) came out 20 % above the Llama's, where measured it is 7-13 % below
 (docs/results/2026-11-29_replay31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch; on two or
@@ -29,6 +29,9 @@ from parbench.predict.costs import eager_dispatches, host_seconds, layer_passes
 from parbench.predict.layout import Layout
 from parbench.predict.learn import per_step_and_layer
 from parbench.predict.step import predict_step
+
+
+MEASURABLE_S = 1e-9  # a replayed layer's cost below this is no cost at all (a fit's rounding)
 
 
 @dataclass(frozen=True)
@@ -54,19 +57,25 @@ def dispatches(layout: Layout) -> float:
     return host_seconds(layout, Calibration(host_s_per_dispatch=1.0)).total_s
 
 
-def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: float, per_dispatch: float) -> dict:
+def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: float,
+                   per_dispatch: float) -> tuple[dict, list[str]]:
     """host_s_per_replayed_layer and host_s_per_replayed_call by mode: what each run's host takes beyond its plain
     dispatch, per layer it replays, as a line in the calls a layer replays (per_step_and_layer: neither negative);
-    a mode whose runs share one count of calls, per call alone; the modes without runs as `cal` has them."""
-    per_layer, per_call = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_call)
+    a mode whose runs share one count of calls, per call alone; the modes without runs, or whose runs took no more
+    than their plain dispatch, as `cal` has them (the latter with a note)."""
+    per_layer, per_call, notes = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_call), []
     for mode in sorted({r.layout.activation_checkpointing for r in checkpointed}):
         points = [(eager_dispatches(r.layout).replayed_calls / layer_passes(r.layout),
                    (measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)) / layer_passes(r.layout))
                   for r in checkpointed if r.layout.activation_checkpointing == mode]
-        line = per_step_and_layer(points)
-        per_layer[mode] = line.get("per_step", 0.0)
-        per_call[mode] = line["per_layer"] if line else max(0.0, sum(y for _, y in points) / sum(x for x, _ in points))
-    return {"host_s_per_replayed_layer": per_layer, "host_s_per_replayed_call": per_call}
+        if max(y for _, y in points) <= MEASURABLE_S:
+            notes.append(f"host dispatch: the {mode}-checkpointed runs took no longer than their plain dispatch; "
+                         "kept the replay figures there were")
+            continue
+        line = per_step_and_layer(points) or {"per_step": 0.0, "per_layer": max(0.0, sum(y for _, y in points)
+                                                                                 / sum(x for x, _ in points))}
+        per_layer[mode], per_call[mode] = line["per_step"], line["per_layer"]
+    return {"host_s_per_replayed_layer": per_layer, "host_s_per_replayed_call": per_call}, notes
 
 
 def per_step_and_dispatch(runs: list[HostRun], cal: Calibration) -> tuple[float, float] | None:
@@ -97,12 +106,13 @@ def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration,
                                                          "a cost per step and per dispatch; kept the figures there were"] if eager else []
     per_step, per_dispatch = costs
     fitted: dict = {"host_s_per_step": per_step, "host_s_per_dispatch": per_dispatch}
-    fitted.update(replay_figures([r for r in eager if r.layout.activation_checkpointing != "none"], cal, per_step,
-                                 per_dispatch))
+    replay, notes = replay_figures([r for r in eager if r.layout.activation_checkpointing != "none"], cal, per_step,
+                                   per_dispatch)
+    fitted.update(replay)
     deepest = max(plain, key=lambda r: r.layout.cfg.model.layers)  # one figure per layer, for a family without counts
     layer = deepest.layout.dispatch.per_layer if deepest.layout.dispatch else None
     fitted["host_s_per_layer"] = per_dispatch * (layer.forward_calls + layer.backward_ops) if layer else 0.0
     if compiled is not None:
         layers = compiled.layout.cfg.model.layers
         fitted["host_s_per_layer_compiled"] = max(0.0, (measured_host(compiled, cal) - per_step) / layers)
-    return {**fitted, **strategy_figures(strategies or {}, replace(cal, **fitted))}, []
+    return {**fitted, **strategy_figures(strategies or {}, replace(cal, **fitted))}, notes
