@@ -61,19 +61,19 @@ def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: floa
                    per_dispatch: float) -> tuple[dict, list[str]]:
     """host_s_per_replayed_layer and host_s_per_replayed_call by mode: what each run's host takes beyond its plain
     dispatch, per layer it replays, as a line in the calls a layer replays (per_step_and_layer: neither negative);
-    a mode whose runs share one count of calls, per call alone; the modes without runs, or whose runs took no more
-    than their plain dispatch, as `cal` has them (the latter with a note)."""
+    a mode whose runs share one count of calls, per call alone; the modes without runs, or whose fit prices a replayed
+    layer at nothing (runs no slower than their plain dispatch), as `cal` has them (the latter with a note)."""
     per_layer, per_call, notes = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_call), []
     for mode in sorted({r.layout.activation_checkpointing for r in checkpointed}):
         points = [(eager_dispatches(r.layout).replayed_calls / layer_passes(r.layout),
                    (measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)) / layer_passes(r.layout))
                   for r in checkpointed if r.layout.activation_checkpointing == mode]
-        if max(y for _, y in points) <= MEASURABLE_S:
+        line = per_step_and_layer(points) or {"per_step": 0.0, "per_layer": max(0.0, sum(y for _, y in points)
+                                                                                 / sum(x for x, _ in points))}
+        if line["per_step"] + line["per_layer"] * min(x for x, _ in points) <= MEASURABLE_S:
             notes.append(f"host dispatch: the {mode}-checkpointed runs took no longer than their plain dispatch; "
                          "kept the replay figures there were")
             continue
-        line = per_step_and_layer(points) or {"per_step": 0.0, "per_layer": max(0.0, sum(y for _, y in points)
-                                                                                 / sum(x for x, _ in points))}
         per_layer[mode], per_call[mode] = line["per_step"], line["per_layer"]
     return {"host_s_per_replayed_layer": per_layer, "host_s_per_replayed_call": per_call}, notes
 
