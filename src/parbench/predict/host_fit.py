@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from parbench.predict.calibration import Calibration
-from parbench.predict.costs import eager_dispatches, host_seconds, layer_passes
+from parbench.predict.costs import host_seconds, layer_passes
 from parbench.predict.layout import Layout
 from parbench.predict.learn import per_step_and_layer
 from parbench.predict.step import predict_step
@@ -65,7 +65,7 @@ def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: floa
     layer at nothing (runs no slower than their plain dispatch), as `cal` has them (the latter with a note)."""
     per_layer, per_call, notes = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_call), []
     for mode in sorted({r.layout.activation_checkpointing for r in checkpointed}):
-        points = [(eager_dispatches(r.layout).replayed_calls / layer_passes(r.layout),
+        points = [(r.layout.dispatch.per_layer.forward_calls,
                    (measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)) / layer_passes(r.layout))
                   for r in checkpointed if r.layout.activation_checkpointing == mode]
         line = per_step_and_layer(points) or {"per_step": 0.0, "per_layer": max(0.0, sum(y for _, y in points)
