@@ -51,19 +51,21 @@ def kernel_kind(name: str) -> str:
     return next((kind for kind, marks in KINDS.items() if any(m in low for m in marks)), "other")
 
 
-def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, float]]:
-    """GPU ms by kernel kind and the top kernels, per repeat of `run`."""
+def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """GPU ms by kernel kind, kernels by kind and the top kernels, per repeat of `run`."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
     kinds: dict[str, float] = defaultdict(float)
+    calls: dict[str, float] = defaultdict(float)
     names: dict[str, float] = defaultdict(float)
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             ms = event.device_time_total / 1e3 / repeats
             kinds[kernel_kind(event.name)] += ms
+            calls[kernel_kind(event.name)] += 1 / repeats
             names[event.name[:80]] += ms
-    return dict(kinds), dict(sorted(names.items(), key=lambda kv: -kv[1])[:8])
+    return dict(kinds), dict(calls), dict(sorted(names.items(), key=lambda kv: -kv[1])[:8])
 
 
 def predicted_parts(model: str, hardware: str, batch: int, input_len: int, output_len: int,
@@ -106,10 +108,11 @@ def measure_point(decoder: PipelinedDecoder, model_cfg: ModelConfig, batch: int,
             tokens = decoder.step(tokens[:, None], cache, greedy)
 
     with torch.no_grad():
-        pre, pre_top = profiled_ms(run_prefill)
-        dec, dec_top = profiled_ms(run_decode, DECODE_STEPS)
+        pre, pre_calls, pre_top = profiled_ms(run_prefill)
+        dec, dec_calls, dec_top = profiled_ms(run_decode, DECODE_STEPS)
     decoder.release_graph()
-    return {"ttft": ttft, "tpot": tpot, "prefill": pre, "decode": dec, "prefill_top": pre_top, "decode_top": dec_top}
+    return {"ttft": ttft, "tpot": tpot, "prefill": pre, "decode": dec, "prefill_calls": pre_calls,
+            "decode_calls": dec_calls, "prefill_top": pre_top, "decode_top": dec_top}
 
 
 def print_point(model: str, batch: int, input_len: int, measured: dict, predicted: dict) -> None:
@@ -119,6 +122,7 @@ def print_point(model: str, batch: int, input_len: int, measured: dict, predicte
         kinds, model_parts = measured[phase], predicted[phase]
         row = "  ".join(f"{kind} {kinds.get(kind, 0.0):.3f}/{model_parts.get(kind, 0.0):.3f}" for kind in ("gemm", "attention", "other"))
         print(f"  {phase} kernels/model ms: {row}  (kernels {sum(kinds.values()):.3f}; model host {model_parts.get('host', 0.0):.3f})")
+        print("  " + " " * len(phase) + " kernels: " + "  ".join(f"{kind} {n:.0f}" for kind, n in measured[f"{phase}_calls"].items()))
         for name, ms in measured[f"{phase}_top"].items():
             print(f"      {ms:8.3f} ms  [{kernel_kind(name)}] {name}")
 
