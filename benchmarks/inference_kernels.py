@@ -51,7 +51,7 @@ def kernel_kind(name: str) -> str:
     return next((kind for kind, marks in KINDS.items() if any(m in low for m in marks)), "other")
 
 
-def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+def profiled_ms(run, repeats: int = 1, top: int = 8) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """GPU ms by kernel kind, kernels by kind and the top kernels, per repeat of `run`."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         run()
@@ -59,13 +59,16 @@ def profiled_ms(run, repeats: int = 1) -> tuple[dict[str, float], dict[str, floa
     kinds: dict[str, float] = defaultdict(float)
     calls: dict[str, float] = defaultdict(float)
     names: dict[str, float] = defaultdict(float)
+    name_calls: dict[str, float] = defaultdict(float)
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             ms = event.device_time_total / 1e3 / repeats
             kinds[kernel_kind(event.name)] += ms
             calls[kernel_kind(event.name)] += 1 / repeats
             names[event.name[:80]] += ms
-    return dict(kinds), dict(calls), dict(sorted(names.items(), key=lambda kv: -kv[1])[:8])
+            name_calls[event.name[:80]] += 1 / repeats
+    ranked = sorted(names, key=lambda n: -names[n])[:top]
+    return dict(kinds), dict(calls), {f"{n} x{name_calls[n]:.0f}": names[n] for n in ranked}
 
 
 def predicted_parts(model: str, hardware: str, batch: int, input_len: int, output_len: int,
@@ -87,7 +90,7 @@ def predicted_parts(model: str, hardware: str, batch: int, input_len: int, outpu
 
 
 def measure_point(decoder: PipelinedDecoder, model_cfg: ModelConfig, batch: int, input_len: int, output_len: int,
-                  device: torch.device) -> dict:
+                  device: torch.device, top: int) -> dict:
     """One warm-up batch (compiles, captures), the wall TTFT and TPOT of two more, then the profiled phases."""
     decoder.use(decode_options("compile", "cuda"))
     w = SimpleNamespace(input_len=input_len, output_len=output_len, batch_size=batch)
@@ -108,8 +111,8 @@ def measure_point(decoder: PipelinedDecoder, model_cfg: ModelConfig, batch: int,
             tokens = decoder.step(tokens[:, None], cache, greedy)
 
     with torch.no_grad():
-        pre, pre_calls, pre_top = profiled_ms(run_prefill)
-        dec, dec_calls, dec_top = profiled_ms(run_decode, DECODE_STEPS)
+        pre, pre_calls, pre_top = profiled_ms(run_prefill, top=top)
+        dec, dec_calls, dec_top = profiled_ms(run_decode, DECODE_STEPS, top)
     decoder.release_graph()
     return {"ttft": ttft, "tpot": tpot, "prefill": pre, "decode": dec, "prefill_calls": pre_calls,
             "decode_calls": dec_calls, "prefill_top": pre_top, "decode_top": dec_top}
@@ -134,6 +137,7 @@ def main() -> None:
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--hardware", default=None, help="the hardware config the prediction composes (default: this GPU's)")
     p.add_argument("--calibration", default=None, help="a profile's name or file (default: the hardware's)")
+    p.add_argument("--top", type=int, default=8, help="kernels listed a phase, the longest first")
     args = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     args.hardware = args.hardware or compose_config([], detect_gpus()).hardware.name  # hardware=auto: this GPU's
@@ -147,7 +151,7 @@ def main() -> None:
           f"profile {args.calibration or args.hardware}", flush=True)
     for point in args.points.split(","):
         batch, input_len = (int(x) for x in point.split("x"))
-        measured = measure_point(decoder, model_cfg, batch, input_len, args.output_len, env.device)
+        measured = measure_point(decoder, model_cfg, batch, input_len, args.output_len, env.device, args.top)
         print_point(args.model, batch, input_len, measured,
                     predicted_parts(args.model, args.hardware, batch, input_len, args.output_len, cal))
         torch.cuda.empty_cache()

@@ -82,6 +82,10 @@ CASES = {
     "unseen_infer": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
                      for m, b, n in (("gpt2_xl", 32, 512), ("gpt2_xl", 16, 768), ("qwen3_1_7b", 16, 1024),
                                      ("llama3_2_1b", 8, 4096))],
+    # short prompts, 64-256 tokens a sequence, where a prefill's kernels are short and their fixed costs count (2026-11-29)
+    "unseen_short": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+                     for m, b, n in (("gpt2_xl", 1, 128), ("llama3_2_1b", 1, 128), ("qwen3_1_7b", 1, 128),
+                                     ("llama3_2_1b", 2, 64), ("gpt2_xl", 8, 128), ("qwen3_1_7b", 4, 256))],
     # eager checkpointed steps of each family at shapes on no list, measured after the replay's host cost became a
     # cost per layer and per call (2026-11-29): the host's share of these steps is what they check
     "unseen_replay": [train("qwen3_1_7b", 2048, 2, False, "selective"), train("gpt2_xl", 512, 8, False, "full"),
@@ -100,13 +104,13 @@ CASES = {
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
          "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
          "infer:4", "infer:5", "infer:6", "infer:7",
-         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay") for i in range(len(CASES[f"unseen_{kind}"]))),
+         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay", "short") for i in range(len(CASES[f"unseen_{kind}"]))),
          *(f"train2:{i}" for i in range(len(CASES["train2"]))),
          *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
 
 
 BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER,
-         "unseen_replay": TRAIN, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
+         "unseen_replay": TRAIN, "unseen_short": INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 
 def is_inference(kind: str) -> bool:
