@@ -114,7 +114,7 @@ BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN
 
 
 def is_inference(kind: str) -> bool:
-    return kind.endswith("infer")
+    return BASES[kind] in (INFER, CPU_INFER)
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
