@@ -59,3 +59,14 @@ def test_the_two_gpu_cases_compose_and_the_shipped_h200_profile_costs_each_strat
     tiny = {o.split("=")[1]: bench.row("train2", [*overrides, "hardware=h200"], measured, "h200")["a"][1]
             for overrides in cases if "model=tiny" in overrides for o in overrides if o.startswith("parallel=")}
     assert tiny["dp"] < tiny["cp"] < tiny["sp"] < tiny["tp"] and tiny["dp"] < tiny["fsdp"] < tiny["sp"]
+
+
+def test_every_gpu_case_kind_reads_as_a_row_of_its_own_measure():
+    """Each GPU kind's first case composes on one H200 and its row compares what its base measures: step time for
+    the training kinds, TTFT for the inference ones (unseen_short's short prompts among them)."""
+    bench = load_benchmark()
+    measured = {"step_time_s": 0.2, "mem_peak_allocated_gb": 20.0, "ttft_s_p50": 3e-3, "tpot_s_p50": 2e-3}
+    gpu_kinds = [kind for kind in bench.CASES if not kind.startswith("cpu_") and kind != "train2"]
+    parts = {kind: bench.row(kind, [*bench.CASES[kind][0], "hardware=h200"], measured, "h200")["a"][0] for kind in gpu_kinds}
+    assert parts == {kind: "TTFT" if bench.BASES[kind] is bench.INFER else "step" for kind in gpu_kinds}
+    assert {kind for kind, part in parts.items() if part == "TTFT"} == {"infer", "unseen_infer", "unseen_short"}
