@@ -29,6 +29,11 @@ from parbench.tracking.labels import point_label, run_label
 from parbench.tracking.reach import TrackingUnreachable, check_reachable
 from parbench.workloads.registry import WORKLOADS, job_layout
 
+# A measurement this far from a calibrated prediction (the most the model misses on the machine it was calibrated on,
+# docs/plan.md) says the machine is not the profile's: on the CI machine the same CPU runs 30 % slower GEMMs and a
+# 2.6x slower gloo latency from one day to the next (docs/results/2026-11-29_short_kernels31.md).
+FAR_OFF_PCT = 25.0
+
 
 @dataclass
 class JobContext:
@@ -136,14 +141,33 @@ def record_topology(run, job_dir: Path) -> None:
     run.attach(topology_tags(found), write_topology(found, job_dir))
 
 
-def prediction_source(cfg: Config, prediction: dict | None) -> str:
-    """Under the table: where the predicted_* figures come from; spec figures say how to measure them."""
+def prediction_source(cfg: Config, prediction: dict | None, metrics: dict | None = None) -> str:
+    """Under the table: where the predicted_* figures come from; spec figures say how to measure them, and so
+    does a profile not of this machine when the run's measurement is far off it (metrics' predicted_*_error_pct)."""
     if not prediction:
         return ""
-    source = prediction["calibration"]
-    advice = f" (uncalibrated: `parbench calibrate hardware={cfg.hardware.name}` measures them)" \
-        if source.startswith("spec") else ""
+    source, calibrate = prediction["calibration"], f"`parbench calibrate hardware={cfg.hardware.name}`"
+    if source.startswith("spec"):
+        return f"\n  predicted_* from {source} (uncalibrated: {calibrate} measures them)"
+    far = far_off_pct(metrics or {})
+    advice = (f"\n  the prediction is {far:+.0f} % off this run's measurement: the profile was measured on another machine "
+              f"or day; {calibrate} measures this one, and later runs use it") if far is not None and not own_profile(cfg) else ""
     return f"\n  predicted_* from {source}{advice}"
+
+
+def far_off_pct(metrics: dict) -> float | None:
+    """The largest predicted_*_error_pct beyond FAR_OFF_PCT (as the model's error: positive where it predicted more),
+    else None."""
+    errors = [v for k, v in metrics.items() if k.startswith("predicted_") and k.endswith("_error_pct")]
+    worst = max(errors, key=abs, default=0.0)
+    return worst if abs(worst) > FAR_OFF_PCT else None
+
+
+def own_profile(cfg: Config) -> bool:
+    """Whether the prediction used a profile the user named or measured on this machine (`parbench calibrate`)."""
+    from parbench.predict.calibration_file import user_calibration_dir
+
+    return bool(cfg.calibration) or (user_calibration_dir() / f"{cfg.hardware.name}.yaml").exists()
 
 
 def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: dict,
@@ -153,7 +177,7 @@ def report(cfg: Config, ctx: JobContext, run, outcome: LaunchOutcome, metrics: d
     status = outcome.status if outcome.ok else f"{outcome.status}: {outcome.reason}"
     keys = WORKLOADS.get(cfg.workload.name).summary_metrics
     table = metrics_table(metrics, keys)
-    print(f"\n== {ctx.name}: {status}" + (f"\n{table}{prediction_source(cfg, prediction)}" if table else ""))
+    print(f"\n== {ctx.name}: {status}" + (f"\n{table}{prediction_source(cfg, prediction, metrics)}" if table else ""))
     where = run.store.where_to_look(run.run_id) if run is not None else f"not in MLflow yet: parbench sync {ctx.job_dir}"
     log_hint = "" if outcome.ok else " (worker.log there: the ranks' whole output, tracebacks included)"
     print(f"Job dir: {ctx.job_dir}{log_hint}\n{where}\n", flush=True)
