@@ -22,7 +22,7 @@ from pathlib import Path
 
 from parbench.config import ConfigError
 from parbench.config.hardware import detect_gpus
-from parbench.config.schema import Config
+from parbench.config.schema import Config, ModelConfig
 from parbench.dtypes import ITEMSIZE
 from parbench.fmt import format_metric
 from parbench.metrics import KERNEL_TIME
@@ -32,11 +32,12 @@ from parbench.predict.calibration import HOST_STRATEGIES, Calibration
 from parbench.predict.calibration_file import CALIBRATION_DIR, save_calibration, user_calibration_dir
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
+from parbench.predict.kernel_census import kernels_per_layer, priced_per_kernel
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures,
                                              elementwise_table, fit_links, matmul_figures, prefill_gemm_figures)
 from parbench.calibration_summary import summary
-from parbench.calibration_runs import (EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
+from parbench.calibration_runs import (CENSUS_PREFIX, EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
                                       benchmark_layout, benchmarks)
 
 FIT_ROUNDS = 12
@@ -136,8 +137,20 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     kv_cache = infer.pop(INFER_KV_RUN, None)
     tiny, graphs = ([infer.pop(n) for n in sorted(infer) if n.startswith(p)] for p in (INFER_TINY_PREFIX, INFER_GRAPH_PREFIX))
     cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, graphs))
+    cal = priced_per_kernel(cal, *prefill_census(overrides, results))
     notes += host_notes + learned + inference_notes
     return replace(cal, notes="; ".join(notes) or None, host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
+
+
+def prefill_census(overrides: list[str], results: dict[str, dict]) -> tuple[dict[str, float], ModelConfig | None]:
+    """Kernels a layer by block structure (predict/kernel_census.py), from the calibration model's depths replaying
+    their prefills and the census runs of other structures; and the calibration model (None without those depths)."""
+    def counts(prefix: str) -> list[tuple[ModelConfig, float]]:
+        return [(benchmark_layout(overrides, n).cfg.model, m["prefill_kernels"])
+                for n, m in sorted(results.items()) if n.startswith(prefix) and "prefill_kernels" in m]
+
+    depths = counts(INFER_GRAPH_PREFIX)
+    return kernels_per_layer(depths, counts(CENSUS_PREFIX)), (depths[0][0] if depths else None)
 
 
 def several_rank_host(cfg: Config, cal: Calibration, base: Calibration) -> dict[str, float]:

@@ -24,6 +24,7 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
 INFER_KV_RUN = "infer_kv_cache"
 INFER_TINY_PREFIX = "infer_tiny_"
 INFER_GRAPH_PREFIX = "infer_graph_"
+CENSUS_PREFIX, CENSUS_LAYERS = "census_", 8
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_STEPS = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false"]
@@ -75,6 +76,9 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "membw_end": "1G", "collectives_end": "256M", "model": ["model=llama3_2_1b"],
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16), "infer_graph_layers": (4, 16),
+             # other block structures replaying their prefills: how many kernels a layer of each runs (GPT-2's, Qwen3's
+             # with its q/k norms, Llama 2's without grouped KV heads; predict/kernel_census.py)
+             "census": {"gpt2": ["model=gpt2_xl"], "qwen3": ["model=qwen3_1_7b"], "llama_mha": ["model=llama2_7b"]},
              # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
              # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
              "kernels": ["profile.enabled=true"], "deep": ["model.layers=16"],
@@ -152,6 +156,9 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         # to a replay beyond its GEMMs and attention (H100: 20-27 µs, against the tiny model's few)
         **{f"{INFER_GRAPH_PREFIX}{layers}_layers": [*infer_run(s, prefill_graph=True), *s["model"], f"model.layers={layers}"]
            for layers in s.get("infer_graph_layers", ())},
+        # and other block structures replaying theirs: the kernels a layer of each runs
+        **{f"{CENSUS_PREFIX}{name}": [*infer_run(s, prefill_graph=True), *model, f"model.layers={CENSUS_LAYERS}"]
+           for name, model in s.get("census", {}).items()},
         # and on a CPU at a large batch: how fast a decode step reads its KV cache (a GPU's decode attention
         # is the attention run's decode calls)
         **({INFER_KV_RUN: depth_infer_run(s, "kv_cache")} if "kv_cache" in s else {}),

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from parbench.config.schema import Config
 from parbench.fmt import format_metric
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, by_count
+from parbench.metrics.fits import by_count
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
 from parbench.workloads.specs.microbench import human_size
 
 
@@ -50,6 +51,12 @@ def attention_summary(cal: Calibration) -> str:
                                     for width, f in widths.items())
 
 
+def kernels_summary(cal: Calibration) -> str:
+    """The replayed prefill's kernels a layer by block structure, where counted."""
+    counted = ", ".join(f"{structure} {k:.1f}" for structure, k in sorted(cal.prefill_kernels_per_layer.items()))
+    return f" (kernels a layer: {counted})" if counted else ""
+
+
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     return "\n".join([
@@ -59,7 +66,8 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
         f"[calibrate] inference host: prefill {cal.prefill_host_s}, replayed prefill "
-        f"{cal.prefill_graph_host_s or 'as a decode step'}, decode {cal.decode_host_s}; {decode_gemm_summary(cal)}, "
+        f"{cal.prefill_graph_host_s or 'as a decode step'}{kernels_summary(cal)}, decode {cal.decode_host_s}; "
+        f"{decode_gemm_summary(cal)}, "
         f"x{cal.weight_read_factor:.3g} in the engine; {decode_attention_summary(cal)}; {prefill_gemm_summary(cal)}",
         f"[calibrate] element-wise x{cal.elementwise_factor}, q/k norms x{cal.qk_norm_factor}, recompute "
         f"{cal.recompute}, activations x{cal.activation_scale}, bytes per logit {cal.logits_bytes}, per head "

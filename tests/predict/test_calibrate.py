@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
-from parbench.calibration_runs import DECODE_ATTENTION_BLOCKS, DECODE_ATTENTION_POSITIONS, INFER_TINY_PREFIX
+from parbench.calibration_runs import CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, DECODE_ATTENTION_POSITIONS, INFER_TINY_PREFIX
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
 from parbench.config import ConfigError
 from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
+from parbench.models import block_structure
 from parbench.models.shapes import aligned
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
 from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
@@ -43,6 +44,11 @@ TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_
                 # the calibration's eager kernels at its two widths (a CPU's run), each its own rate
                 elementwise_gbps={"eager": {kernel: {"64": 4.0 + i, "128": 6.0 + 2 * i} for i, kernel in enumerate(
                     ("layer_norm", "rms_norm", "add", "gelu_tanh", "swiglu", "rope", "copy"))}})
+
+
+# A replayed prefill's kernels a layer by block structure, and those outside the layers (embedding, head, sampling)
+LAYER_KERNELS = {"llama/gqa": 15.0, "gpt2/mha": 12.0, "llama/gqa/qk_norm": 15.5, "llama/mha": 14.0}
+OUTSIDE_KERNELS = 6.0
 
 
 def unaligned_factor(truth: Calibration, dims: tuple[int, int]) -> float:
@@ -69,9 +75,10 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
                    for s in json.loads(run["workload.shapes"]) for p in ("", "fwd_")},
                 **decode_attention_metrics(json.loads(run.get("workload.decode_shapes", "[]")), truth)}
     layout = calibrate.benchmark_layout(overrides, name)
-    if name.startswith("infer_"):
+    if name.startswith(("infer_", CENSUS_PREFIX)):
         p = predict_inference(layout.cfg, layout.dims, truth)
-        return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s}
+        kernels = OUTSIDE_KERNELS + layout.cfg.model.layers * LAYER_KERNELS[block_structure(layout.cfg.model)]
+        return {"ttft_s_p50": p.ttft_s, "tpot_s_p50": p.tpot_s, **({"prefill_kernels": kernels} if layout.cfg.hardware.device_type == "cuda" else {})}
     p = predict_step(layout, truth)
     profiled = "profile.enabled=true" in calibrate.benchmarks(compose(*overrides))[name]
     kernels = {KERNEL_TIME: p.compute.total_s, f"{KERNEL_TIME}/optimizer": p.compute.optimizer_s} if profiled else {}
@@ -186,7 +193,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     microbenchmark's decode shapes are kept as calls by kind, blocks and positions. The decode GEMMs' run
     gives a call's time by its weights and the bandwidth beyond them; with both, the tiny model's two depths
     fix a decode step's latency per step and the 1B's depths its latency per layer (nothing is left for a
-    read factor to fit), and so for a replayed prefill's. The fully checkpointed runs at two batches tell the loss's bytes per logit from
+    read factor to fit), and so for a replayed prefill's, whose per-layer figure the engine runs' kernel counts (the
+    1B's depths, one run of each other block structure) also give per kernel. The fully checkpointed runs at two batches tell the loss's bytes per logit from
     what the head's gradient adds per element. The profiled none runs at two depths give the optimizer's
     factor (its kernels) and the device's idle gaps (the step beyond its kernels) per step and per
     dispatch or layer."""
@@ -228,7 +236,9 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
         [truth.prefill_gemm_seconds(m, 2 * k * n) for m, k, n in timed])
     assert cal.decode_host_s == pytest.approx(truth.decode_host_s, rel=1e-2)  # the step's the tiny model's, the layer's the 1B's
     assert "workload.prefill_graph=true" in runs[f"{INFER_TINY_PREFIX}4_layers"] and "infer_graph_16_layers" in runs
-    assert cal.prefill_graph_host_s == pytest.approx(truth.prefill_graph_host_s, rel=1e-2)  # as the decode step's
+    graph = cal.prefill_graph_host_s  # as the decode step's; and per kernel of the 1B's layers, as its runs counted them
+    assert graph == pytest.approx({**truth.prefill_graph_host_s, "per_kernel": 22e-6 / LAYER_KERNELS["llama/gqa"]}, rel=1e-2)
+    assert cal.prefill_kernels_per_layer == pytest.approx(LAYER_KERNELS)  # each structure's census run, beside the 1B's
     assert (cal.logits_bytes, cal.head_grad_bytes) == (pytest.approx(truth.logits_bytes, rel=1e-2),
                                                        pytest.approx(truth.head_grad_bytes, rel=1e-2))
     assert cal.optimizer_factor == pytest.approx(truth.optimizer_factor, rel=1e-3)

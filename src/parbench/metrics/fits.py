@@ -3,6 +3,7 @@ the latency-bandwidth (alpha-beta) model of a collective, time = alpha + bytes /
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,3 +117,18 @@ def along(points: list[tuple[float, float]], x: float) -> float:
         return points[0][1]
     i = next((i for i in range(1, len(points) - 1) if x <= points[i][0]), len(points) - 1)
     return on_line(x, *points[i - 1], *points[i])
+
+
+def by_count(table: dict[str, float]) -> dict[int, list[tuple[int, float]]]:
+    """A two-way table keyed 'COUNTxX' (decode attention calls, prefill GEMMs) as each count's (x, seconds)."""
+    points: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for shape, seconds in table.items():
+        count, x = (int(v) for v in shape.split("x"))
+        points[count].append((x, seconds))
+    return {count: sorted(xs) for count, xs in sorted(points.items())}
+
+
+def two_at_two(table: dict[str, float]) -> bool:
+    """Two or more counts, each at two or more x: a table read along both."""
+    counts = by_count(table)
+    return len(counts) > 1 and min(map(len, counts.values())) > 1

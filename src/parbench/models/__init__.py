@@ -30,6 +30,15 @@ def describe(cfg: ModelConfig) -> str:
     return f"{cfg.family}: " + ", ".join(parts)
 
 
+def block_structure(cfg: ModelConfig) -> str:
+    """What decides the kernels a block runs, whatever its widths: the family and the options that add or
+    remove ops (grouped KV heads, q/k norms, q/k/v biases, experts, a sliding window), e.g. `llama/gqa/qk_norm`
+    (Qwen3), `gpt2/mha`."""
+    options = [("gqa" if cfg.kv_heads < cfg.heads else "mha"), *(label for on, label in (
+        (cfg.qk_norm, "qk_norm"), (cfg.qkv_bias, "qkv_bias"), (cfg.experts, "moe"), (cfg.sliding_window, "window")) if on)]
+    return "/".join([cfg.family, *options])
+
+
 @dataclass(frozen=True)
 class ParamCounts:
     total: int  # every parameter once (tied weights once)

@@ -9,11 +9,10 @@ and the prediction says so (docs/plan.md)."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from parbench.metrics.fits import along, on_line
+from parbench.metrics.fits import along, by_count, on_line
 
 VERSION = 3  # 3: decode attention by call shape (2: recompute a share of the blocks' forward; 1: of the whole)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
@@ -48,15 +47,6 @@ def mode_key(compiled: bool, checkpointing: str) -> str:
     return f"{step_mode(compiled)}/{checkpointing}"
 
 
-def by_count(table: Dict[str, float]) -> dict[int, list[tuple[int, float]]]:
-    """A two-way table keyed 'COUNTxX' (decode attention calls, prefill GEMMs) as each count's (x, seconds)."""
-    points: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    for shape, seconds in table.items():
-        count, x = (int(v) for v in shape.split("x"))
-        points[count].append((x, seconds))
-    return {count: sorted(xs) for count, xs in sorted(points.items())}
-
-
 # Positions a decode attention kernel reads a tile (cuDNN's, FlashAttention's): a part-filled tile costs a full one
 # (H200, 256 blocks: 34.6 µs at 1,024 positions, 41.5 at 1,088; docs/results/2026-11-28_decode_grid31.md)
 KV_TILE = 128
@@ -65,12 +55,6 @@ KV_TILE = 128
 def kv_tiled(positions: float) -> float:
     """Positions rounded up to whole KV tiles: what a decode attention call reads."""
     return math.ceil(positions / KV_TILE) * KV_TILE
-
-
-def two_at_two(table: Dict[str, float]) -> bool:
-    """Two or more counts, each at two or more x: a table read along both."""
-    counts = by_count(table)
-    return len(counts) > 1 and min(map(len, counts.values())) > 1
 
 
 @dataclass
@@ -159,8 +143,13 @@ class Calibration:
     decode_host_s: Dict[str, float] = field(default_factory=dict)
     # What a prefill replayed as a CUDA graph adds to its kernels, per step and per layer: the graph's
     # launch, its kernels' latencies, the first token's copy and the wait for it, none of it behind an
-    # earlier step (a decode step's launch is); empty where not measured: a decode step's.
+    # earlier step (a decode step's launch is); empty where not measured: a decode step's. With "per_kernel"
+    # (the layer's figure over its kernels) a model whose block structure prefill_kernels_per_layer holds
+    # takes it per kernel of its layer: the gaps between kernels and the short kernels' floors go by count.
     prefill_graph_host_s: Dict[str, float] = field(default_factory=dict)
+    # Kernels a layer runs in a replayed prefill, by models.block_structure (`gpt2/mha`: 12.2 on an H200),
+    # counted by the calibration's engine runs (prefill_kernels); empty where not counted.
+    prefill_kernels_per_layer: Dict[str, float] = field(default_factory=dict)
     # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
     # not measured): small per-sequence reads, and the masked positions of a static buffer.
     kv_read_factor: float = 1.0
@@ -265,12 +254,14 @@ class Calibration:
         at = [(count, along(points, kv_tiled(positions))) for count, points in lengths.items()]
         return max(0.0, along(at, max(blocks, min(lengths))))
 
-    def inference_host(self, phase: str, layers: float) -> float:
+    def inference_host(self, phase: str, layers: float, structure: str = "") -> float:
         """Host seconds of one prefill (launched or replayed: "prefill_graph") or decode step of a model
-        with this many layers per rank."""
+        with this many layers per rank, whose blocks are of this structure (models.block_structure)."""
         figures = {"prefill": self.prefill_host_s,
                    "prefill_graph": self.prefill_graph_host_s or self.decode_host_s}.get(phase, self.decode_host_s)
-        return figures.get("per_step", 0.0) + figures.get("per_layer", 0.0) * layers
+        kernels = self.prefill_kernels_per_layer.get(structure) if phase == "prefill_graph" else None
+        per_layer = figures["per_kernel"] * kernels if kernels and "per_kernel" in figures else figures.get("per_layer", 0.0)
+        return figures.get("per_step", 0.0) + per_layer * layers
 
     def host_figures(self, ranks: int) -> dict[str, float]:
         """The host's figures per step and per dispatch of an eager step on this many ranks."""

@@ -15,7 +15,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError
 from parbench.paths import CONF_DIR
-from parbench.predict.calibration import ATTENTION_FIELDS, HOST_STRATEGIES, IDLE_UNIT, VERSION, Calibration, by_count, two_at_two
+from parbench.metrics.fits import by_count, two_at_two
+from parbench.predict.calibration import ATTENTION_FIELDS, HOST_STRATEGIES, IDLE_UNIT, VERSION, Calibration
 
 CALIBRATION_DIR = CONF_DIR / "calibrations"  # shipped; not a config group: `calibration=<file>` stays a plain value
 

@@ -31,7 +31,7 @@ from parbench.config.schema import Config, head_width
 from parbench.metrics.flops import attended_positions
 from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, mean_decode_context,
                                              prefill_attention_flops)
-from parbench.models import ParamCounts
+from parbench.models import ParamCounts, block_structure
 from parbench.models.shapes import aligned, numel
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
@@ -143,10 +143,10 @@ def read_seconds(layout: Layout, nbytes: float, cal: Calibration) -> float:
 
 
 def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
-    """The calibration's host time of one step, for the layers of one pipeline stage (a batch
-    passes the stages one after the other, so every stage's dispatch counts)."""
+    """The calibration's host time of one step, for the layers of one pipeline stage (a batch passes the stages
+    one after the other, so every stage's dispatch counts); a replayed prefill's by its blocks' kernels where counted."""
     pp = layout.dims.pp
-    return pp * cal.inference_host(phase, layout.cfg.model.layers / pp)
+    return pp * cal.inference_host(phase, layout.cfg.model.layers / pp, block_structure(layout.cfg.model))
 
 
 def qkv_copy_per_token(layout: Layout) -> float:

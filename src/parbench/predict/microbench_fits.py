@@ -11,10 +11,10 @@ from itertools import accumulate
 from typing import Any
 
 from parbench.config.schema import HardwareConfig
-from parbench.metrics.fits import fit_alpha_beta, fit_line, fit_relative
+from parbench.metrics.fits import by_count, fit_alpha_beta, fit_line, fit_relative, two_at_two
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit, by_count, two_at_two
+from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit
 from parbench.predict.comm import BUS_FACTOR
 
 FITTED_OPS = ("all_reduce", "all_gather", "reduce_scatter")

@@ -29,7 +29,9 @@ from parbench.metrics.inference_cost import decode_bytes_per_step, prefill_flops
 from parbench.workloads.inference.latency import (BatchTiming, RequestTiming, latency_metrics, mbu_metrics,
                                                    prefill_mfu_metrics)
 from parbench.workloads.inference.model_parallel import PipelinedDecoder, build_shard
+from parbench.workloads.inference.kernel_count import prefill_kernels
 from parbench.workloads.inference.op_profile import profile_one_batch
+from parbench.workloads.microbench.common import rank_mean
 from parbench.workloads.reporting import StepReporter, progress
 from parbench.workloads.specs.inference import resolved_decode_mode
 
@@ -169,6 +171,9 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     progress(env.rank, "gathering results over ranks")
     results = native_results(cfg, env, decoder, cache, batches, build_s, meter)
     results["metrics"]["first_batch_s"] = first_batch_s
+    if env.device.type == "cuda":
+        kernels = float(prefill_kernels(decoder, cache, synthetic_prompts(cfg, 0, env.device), greedy))
+        results["metrics"]["prefill_kernels"] = rank_mean(kernels, env.device)
     if env.is_main:
         (job_dir / TOKENS_FILE).write_text(json.dumps(first_tokens.tolist()))
         results["artifacts"].append(TOKENS_FILE)
