@@ -33,6 +33,7 @@ from parbench.workloads.registry import WORKLOADS, job_layout
 # docs/plan.md) says the machine is not the profile's: on the CI machine the same CPU runs 30 % slower GEMMs and a
 # 2.6x slower gloo latency from one day to the next (docs/results/2026-11-29_short_kernels31.md).
 FAR_OFF_PCT = 25.0
+TIMES = ("step_time", "ttft", "tpot")  # the predicted times a run measures (predicted_<time>_error_pct)
 
 
 @dataclass
@@ -156,9 +157,9 @@ def prediction_source(cfg: Config, prediction: dict | None, metrics: dict | None
 
 
 def far_off_pct(metrics: dict) -> float | None:
-    """The largest predicted_*_error_pct beyond FAR_OFF_PCT (as the model's error: positive where it predicted more),
-    else None."""
-    errors = [v for k, v in metrics.items() if k.startswith("predicted_") and k.endswith("_error_pct")]
+    """The largest error of a predicted time (step, TTFT, TPOT) beyond FAR_OFF_PCT, as the model's error (positive
+    where it predicted more), else None: a machine shows in its times, not in its memory."""
+    errors = [metrics[f"predicted_{name}_error_pct"] for name in TIMES if f"predicted_{name}_error_pct" in metrics]
     worst = max(errors, key=abs, default=0.0)
     return worst if abs(worst) > FAR_OFF_PCT else None
 

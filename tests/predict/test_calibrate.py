@@ -421,15 +421,16 @@ def test_an_uncalibrated_gpu_run_says_so_and_the_tiny_model_is_not_far_off():
 
 def test_a_run_far_off_a_shipped_profile_is_told_to_calibrate_this_machine(monkeypatch, tmp_path):
     """The default CPU run measured 40 % over the shipped cpu.yaml on a slower day of the same machine type: the table's
-    note says the profile is another machine's and names the command; within FAR_OFF_PCT, or with this machine's own
-    profile, it says only where the figures come from."""
+    note says the profile is another machine's and names the command; within FAR_OFF_PCT, for a memory error, or with
+    this machine's own profile, it says only where the figures come from."""
     from parbench.orchestrator import prediction_source
 
     monkeypatch.setenv("PARBENCH_CACHE_DIR", str(tmp_path))
     cfg = compose()
     prediction = predict(cfg, validate(cfg, None)).as_dict()
-    far = prediction_source(cfg, prediction, {"predicted_step_time_error_pct": -39.9, "step_time_s": 0.0225})
+    far = prediction_source(cfg, prediction, {"predicted_step_time_error_pct": -39.9})
     assert "the prediction is -40 % off this run's measurement" in far and "measured on another machine or day; `parbench calibrate hardware=cpu`" in far
     assert "another machine" not in prediction_source(cfg, prediction, {"predicted_step_time_error_pct": -12.0})
+    assert "another machine" not in prediction_source(cfg, prediction, {"predicted_mem_peak_error_pct": 40.0})  # not a time
     save_calibration(load_calibration("cpu"), tmp_path / "calibrations" / "cpu.yaml")
     assert "another machine" not in prediction_source(cfg, prediction, {"predicted_step_time_error_pct": -39.9})

@@ -147,8 +147,9 @@ class Calibration:
     # (the layer's figure over its kernels) a model whose block structure prefill_kernels_per_layer holds
     # takes it per kernel of its layer: the gaps between kernels and the short kernels' floors go by count.
     prefill_graph_host_s: Dict[str, float] = field(default_factory=dict)
-    # Kernels a layer runs in a replayed prefill, by models.block_structure (`gpt2/mha`: 12.2 on an H200),
-    # counted by the calibration's engine runs (prefill_kernels); empty where not counted.
+    # Kernels a layer of compiled blocks runs in a replayed prefill (the engine's default on a GPU), by
+    # models.block_structure (H200, 4 x 128 tokens: `gpt2/mha` 12.25, `llama/gqa` 16.0), counted by the
+    # calibration's engine runs (prefill_kernels); empty where not counted.
     prefill_kernels_per_layer: Dict[str, float] = field(default_factory=dict)
     # A decode step's attention reads its KV cache this many times slower than a stream (1.0 where
     # not measured): small per-sequence reads, and the masked positions of a static buffer.

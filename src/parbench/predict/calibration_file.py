@@ -59,7 +59,17 @@ def load_calibration(ref: str) -> Calibration:
     check_decode_gemms(path, cal)
     check_prefill_gemms(path, cal.prefill_gemm_s)
     check_host_figures(path, cal)
+    check_prefill_kernels(path, cal)
     return cal
+
+
+def check_prefill_kernels(path: Path, cal: Calibration) -> None:
+    """A replayed prefill's kernels a layer, each positive, and its figure per kernel beside one per layer."""
+    counts, graph = cal.prefill_kernels_per_layer, cal.prefill_graph_host_s
+    if not all(k > 0 for k in counts.values()) or ("per_kernel" in graph and ("per_layer" not in graph or graph["per_kernel"] < 0)):
+        raise ConfigError(f"calibration file {path}: prefill_kernels_per_layer = {dict(counts)}, prefill_graph_host_s = "
+                          f"{dict(graph)}: give each count above 0 and per_kernel (not negative) only beside per_layer, "
+                          "or run `parbench calibrate` again")
 
 
 def check_host_figures(path: Path, cal: Calibration) -> None:

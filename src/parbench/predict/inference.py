@@ -143,10 +143,10 @@ def read_seconds(layout: Layout, nbytes: float, cal: Calibration) -> float:
 
 
 def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
-    """The calibration's host time of one step, for the layers of one pipeline stage (a batch passes the stages
-    one after the other, so every stage's dispatch counts); a replayed prefill's by its blocks' kernels where counted."""
-    pp = layout.dims.pp
-    return pp * cal.inference_host(phase, layout.cfg.model.layers / pp, block_structure(layout.cfg.model))
+    """The calibration's host time of one step, for the layers of one pipeline stage (a batch passes the stages one
+    after the other, so every stage's dispatch counts); a compiled replay's by its blocks' kernels where counted."""
+    pp, compiled = layout.dims.pp, resolved_decode_mode(layout.cfg) == "compile"  # the counts are compiled blocks'
+    return pp * cal.inference_host(phase, layout.cfg.model.layers / pp, block_structure(layout.cfg.model) if compiled else "")
 
 
 def qkv_copy_per_token(layout: Layout) -> float:

@@ -1,6 +1,6 @@
 """How many device kernels one prefill runs, as the engine runs it (a replayed CUDA graph's kernels are its nodes):
 between kernels a GPU idles about a microsecond, and a short element-wise kernel takes two whatever its bytes, so
-a short prefill's time follows its count (H200, 1 x 512: GPT-2 XL 12.2 kernels a layer, the 1B Llama 15.4;
+a short prefill's time follows its count (H200, 4 x 128 tokens: GPT-2 XL 12.25 kernels a layer, the 1B Llama 16.0;
 docs/results/2026-11-29_short_kernels31.md). `parbench calibrate` prices a replayed prefill per kernel from it."""
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from parbench.workloads.inference.kernel_count import prefill_kernels
 from parbench.workloads.inference.op_profile import profile_one_batch
 from parbench.workloads.microbench.common import rank_mean
 from parbench.workloads.reporting import StepReporter, progress
-from parbench.workloads.specs.inference import resolved_decode_mode
+from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode
 
 TOKENS_FILE = "generated_tokens.json"  # the first measured batch's tokens, to compare layouts
 
@@ -171,7 +171,7 @@ def measure(cfg: Config, env: DistEnv, reporter: StepReporter, decoder: Pipeline
     progress(env.rank, "gathering results over ranks")
     results = native_results(cfg, env, decoder, cache, batches, build_s, meter)
     results["metrics"]["first_batch_s"] = first_batch_s
-    if env.device.type == "cuda":
+    if prefill_graphed(cfg):  # a replay's count is cheap and is what the calibration prices
         kernels = float(prefill_kernels(decoder, cache, synthetic_prompts(cfg, 0, env.device), greedy))
         results["metrics"]["prefill_kernels"] = rank_mean(kernels, env.device)
     if env.is_main:
