@@ -91,6 +91,13 @@ CASES = {
     "unseen_replay": [train("qwen3_1_7b", 2048, 2, False, "selective"), train("gpt2_xl", 512, 8, False, "full"),
                       train("llama3_2_1b", 2048, 4, False, "selective"), train("qwen3_1_7b", 1024, 4, False, "full"),
                       train("gpt2_xl", 1024, 2, False, "selective"), train("llama3_2_1b", 4096, 1, False, "full")],
+    # models no calibration run and no list has (2026-11-29): 7-8B dense models' inference (hidden 4096, MHA and GQA)
+    # and the 2.5B MoE's; the MoE's training steps, eager and compiled
+    "unseen_models": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+                      for m, b, n in (("llama2_7b", 1, 512), ("llama3_8b", 8, 1024), ("qwen3_8b", 4, 512),
+                                      ("moe_2_5b", 4, 512), ("llama2_7b", 16, 256))],
+    "unseen_moe": [train("moe_2_5b", 2048, 2, False, "none"), train("moe_2_5b", 1024, 4, False, "selective"),
+                   train("moe_2_5b", 2048, 2, True, "none")],
     "train2": [[*TRAIN2, f"parallel={p}", *shape] for shape in (["model=llama3_2_1b", "workload.seq_len=2048", "workload.batch_size=4"],
                                                                  ["model=tiny", "workload.seq_len=256", "workload.batch_size=4"])
                for p in ("dp", "fsdp", "tp", "sp", "cp")],
@@ -104,13 +111,15 @@ CASES = {
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
          "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
          "infer:4", "infer:5", "infer:6", "infer:7",
-         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay", "short") for i in range(len(CASES[f"unseen_{kind}"]))),
+         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay", "short", "models", "moe")
+           for i in range(len(CASES[f"unseen_{kind}"]))),
          *(f"train2:{i}" for i in range(len(CASES["train2"]))),
          *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
 
 
 BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER,
-         "unseen_replay": TRAIN, "unseen_short": INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
+         "unseen_replay": TRAIN, "unseen_short": INFER,
+         "unseen_models": INFER, "unseen_moe": TRAIN, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 
 def is_inference(kind: str) -> bool:

@@ -40,7 +40,11 @@ def check(*overrides: str, gpus=(), launching: bool = True):
     (["workload.seq_len=1024"], "exceeds model.max_seq_len=256"),
     (["workload.dtype=fp8"], "workload.dtype='fp8'"),
     (["parallel.sp=true"], "parallel.sp=true needs parallel.tp > 1"),
-    (["model=tiny_moe", "workload.compile=true"], "workload.compile=true with an MoE model"),
+    (["model=tiny_moe", "workload.compile=true"], "in fp32 the experts run one GEMM each"),
+    (["model=tiny_moe", "workload.compile=true", "workload.dtype=bf16", "parallel=ep"],
+     "expert parallel (parallel.ep=2) sizes its all-to-alls"),
+    (["model=tiny_moe", "workload.compile=true", "workload.dtype=bf16", "model.capacity_factor=1.5"],
+     "the capacity limit (model.capacity_factor=1.5)"),
     (["model.heads=4", "model.kv_heads=3"], "not a multiple of model.kv_heads=3"),
     (["workload.global_batch_size=3"], "workload.global_batch_size=3 must be a positive multiple of the "
                                        "data-parallel degree dp*fsdp=2"),

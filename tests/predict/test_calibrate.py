@@ -434,3 +434,15 @@ def test_a_run_far_off_a_shipped_profile_is_told_to_calibrate_this_machine(monke
     assert "another machine" not in prediction_source(cfg, prediction, {"predicted_mem_peak_error_pct": 40.0})  # not a time
     save_calibration(load_calibration("cpu"), tmp_path / "calibrations" / "cpu.yaml")
     assert "another machine" not in prediction_source(cfg, prediction, {"predicted_step_time_error_pct": -39.9})
+
+
+def test_a_run_far_off_with_a_block_no_calibration_ran_says_so():
+    """The H200's profile counted the kernels of four blocks; an MoE's block is none of them (2026-11-29: its decode
+    64 % slower than predicted): the note names the block, not the machine."""
+    from parbench.orchestrator import prediction_source
+
+    cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "model=moe_2_5b", "workload=inference")
+    prediction = predict_inference(cfg, validate(cfg, None), load_calibration("h200")).as_dict()
+    far = prediction_source(cfg, prediction, {"predicted_tpot_error_pct": -63.5})
+    assert "-64 % off" in far and "no calibration run had this model's block (llama/gqa/moe" in far
+    assert "another machine" not in far

@@ -432,6 +432,18 @@ def test_tp2_inference_logs_the_communication_share_of_prefill_and_decode(family
     assert run["metrics.cpu_util_pct"] > 0 and "metrics.energy_j" not in run  # CPU: no energy counter
 
 
+@pytest.mark.slow  # one torchrun job compiling its prefill and decode step
+def test_dropless_moe_decodes_compiled_in_bf16_as_recomputed(cli):
+    """The MoE's routing keeps its shapes and expert offsets on the device in bf16, so its decode compiles
+    (and on CUDA replays as a graph) and gives the tokens that recomputing the whole sequence gives."""
+    cli.run("workload=inference", "model=tiny_moe", "workload.dtype=bf16", "workload.decode_mode=compile",
+            "workload.verify=true", "workload.repeats=2", "workload.output_len=12", "workload.input_len=20",
+            timeout=900)
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED" and run["tags.decode_mode"] == "compile"
+    assert run["metrics.decode_mismatched_tokens"] == 0
+
+
 def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
     proc = cli.run("workload=inference", "parallel.dp=2", "dry_run=true", check=False)
     assert proc.returncode == 2 and "tp and pp only" in proc.stderr
@@ -450,7 +462,8 @@ def test_inference_rejects_data_parallel_and_unsupported_vllm_models(cli):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["model=tiny_moe"], "MoE routing (4 experts) has data-dependent shapes"),
+    (["model=tiny_moe", "model.capacity_factor=1.25"], "capacity-limited MoE routing"),
+    (["model=tiny_moe", "workload.dtype=fp32"], "grouped_mm takes bf16"),
     (["parallel=pp"], "CUDA-graph capture under pipeline stages (parallel.pp=2) has not run on a GPU yet"),
     (["workload.warmup=0"], "set workload.warmup >= 1"),
     (["workload.engine=vllm"], "set workload.vllm.enforce_eager=false instead"),
@@ -472,7 +485,8 @@ def test_fast_decode_modes_are_refused_where_they_cannot_run(overrides, message,
 @pytest.mark.parametrize("hardware, overrides, mode", [
     ("h100_sxm", [], "compile"),  # the fast path by default on a GPU
     ("h100_sxm", ["parallel=pp"], "eager"),  # where it cannot run, auto falls back
-    ("h100_sxm", ["model=tiny_moe"], "eager"),
+    ("h100_sxm", ["model=tiny_moe"], "compile"),  # dropless routing holds its shapes and offsets on the device
+    ("h100_sxm", ["model=tiny_moe", "model.capacity_factor=1.25"], "eager"),
     ("cpu", [], "eager"),
 ])
 def test_auto_decode_mode_takes_the_fast_path_on_gpus(hardware, overrides, mode):

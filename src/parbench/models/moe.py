@@ -11,7 +11,8 @@ from parbench.config.schema import ModelConfig
 
 
 class GroupedExperts(nn.Module):
-    """E SwiGLU experts stored as stacked weights, so expert parallel can shard dim 0."""
+    """E SwiGLU experts stored as stacked weights, so expert parallel can shard dim 0; in bf16 all
+    experts run as one grouped GEMM per matrix (F.grouped_mm: CUTLASS's on sm90+)."""
 
     def __init__(self, experts: int, hidden: int, ffn: int):
         super().__init__()
@@ -19,12 +20,27 @@ class GroupedExperts(nn.Module):
         self.w2 = nn.Parameter(torch.empty(experts, ffn, hidden))
         self.w3 = nn.Parameter(torch.empty(experts, hidden, ffn))
 
-    def forward(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
-        """x holds tokens sorted by expert, counts[e] of them for local expert e."""
-        outs = []
-        for e, chunk in enumerate(torch.split(x, counts, dim=0)):
-            outs.append((F.silu(chunk @ self.w1[e]) * (chunk @ self.w3[e])) @ self.w2[e])
-        return torch.cat(outs, dim=0)
+    def forward(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        """x holds tokens sorted by expert, counts[e] of them for local expert e. In bf16 the offsets stay
+        on the device: no host sync, so the host keeps queueing (and a CUDA graph can hold the step)."""
+        dtype = matmul_dtype(x)
+        x, w1, w2, w3 = (t.to(dtype) for t in (x, self.w1, self.w2, self.w3))
+        if dtype != torch.bfloat16:  # grouped_mm takes bf16 (its compiled form only bf16): one GEMM per expert
+            chunks = torch.split(x, counts.tolist(), dim=0)
+            return torch.cat([swiglu(chunk, w1[e], w3[e], w2[e]) for e, chunk in enumerate(chunks)], dim=0)
+        offs = counts.cumsum(0, dtype=torch.int32)
+        h = F.silu(F.grouped_mm(x, w1, offs=offs)) * F.grouped_mm(x, w3, offs=offs)
+        return F.grouped_mm(h, w2, offs=offs)
+
+
+def swiglu(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    return (F.silu(x @ w1) * (x @ w3)) @ w2
+
+
+def matmul_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype autocast runs a matmul in here (grouped_mm is not on autocast's lists)."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
 class MoE(nn.Module):
@@ -51,16 +67,27 @@ class MoE(nn.Module):
         probs = F.softmax(self.router(tokens), dim=-1, dtype=torch.float32)
         weights, expert_ids = probs.topk(self.top_k, dim=-1)
         weights = (weights / weights.sum(dim=-1, keepdim=True)).type_as(x)
-        self.aux_loss = self.load_balancing_loss(probs, expert_ids)
-        keep = self.capacity_mask(expert_ids, tokens.shape[0])
-        flat_ids = expert_ids.flatten()[keep]
-        order = flat_ids.argsort(stable=True)
-        token_idx = torch.arange(tokens.shape[0], device=x.device).repeat_interleave(self.top_k)[keep][order]
-        counts = torch.bincount(flat_ids, minlength=self.num_experts)
+        if self.training:  # inference has no loss to balance: its kernels would only lengthen each step
+            self.aux_loss = self.load_balancing_loss(probs, expert_ids)
+        choices = self.kept_choices(expert_ids)  # (token, choice) pairs, flattened
+        flat_ids = expert_ids.flatten()[choices]
+        choices = choices[flat_ids.argsort(stable=True)]  # grouped by expert, tokens in order
+        token_idx = choices // self.top_k
+        # bincount would read the largest id back to the host; a scatter stays on the device
+        counts = flat_ids.new_zeros(self.num_experts).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
         expert_out = self.dispatch_fn(self.experts, tokens[token_idx], counts)
         out = torch.zeros_like(tokens)
-        out.index_add_(0, token_idx, expert_out * weights.flatten()[keep][order, None])
+        out.index_add_(0, token_idx, expert_out * weights.flatten()[choices, None])
         return out.view(shape)
+
+    def kept_choices(self, expert_ids: torch.Tensor) -> torch.Tensor:
+        """Indices of the flattened (token, choice) pairs that fit in their expert's capacity: all of
+        them when dropless, without a boolean mask (whose length the host would wait for)."""
+        flat = expert_ids.flatten()
+        every = torch.arange(flat.numel(), device=flat.device)
+        if self.capacity_factor <= 0:
+            return every
+        return every[self.capacity_mask(expert_ids, expert_ids.shape[0])]
 
     def capacity_mask(self, expert_ids: torch.Tensor, n_tokens: int) -> torch.Tensor:
         """Which (token, choice) pairs fit in their expert's capacity; all of them when dropless."""
@@ -81,7 +108,7 @@ class MoE(nn.Module):
 
 def local_dispatch(experts: GroupedExperts, routed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """Run every expert on this rank (no expert parallelism)."""
-    return experts(routed, counts.tolist())
+    return experts(routed, counts)
 
 
 def local_mean(stats: torch.Tensor) -> torch.Tensor:

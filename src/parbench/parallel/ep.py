@@ -67,7 +67,7 @@ def expert_parallel_dispatch(group: dist.ProcessGroup, ep: int):
         expert_of_row = torch.arange(local_experts, device=routed.device).repeat(ep).repeat_interleave(
             recv_counts.flatten())
         by_expert = expert_of_row.argsort(stable=True)
-        out = experts(received[by_expert], recv_counts.sum(0).tolist())
+        out = experts(received[by_expert], recv_counts.sum(0))
         back = out[by_expert.argsort()]
         return funcol.all_to_all_single_autograd(back, send_splits, recv_splits, group)
     return dispatch

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 from parbench.config import ConfigError
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config, ParallelConfig
+from parbench.dtypes import resolve_dtype
 from parbench.registry import Registry, load_ref
 from parbench.workloads.inference import plan
 from parbench.workloads.registry import WORKLOADS, WorkloadSpec, all_ones, check_fields
@@ -106,14 +107,19 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
 
 
 def decode_mode_blocker(mode: str, cfg: Config) -> str | None:
-    """Why decode steps cannot run in `mode` (graph or compile) here, or None. MoE routing has
-    data-dependent shapes, which neither a graph nor a static compiled step can hold; capture and
-    compilation in an unmeasured batch keep them out of the timing."""
+    """Why decode steps cannot run in `mode` (graph or compile) here, or None. Dropless MoE routing keeps
+    its shapes and its expert offsets on the device (models/moe.py), so a graph holds it; a capacity limit
+    does not. Capture and compilation in an unmeasured batch keep them out of the timing."""
     on_cuda = cfg.hardware.device_type == "cuda"
     if mode == "graph" and not on_cuda:
         return f"CUDA graphs need a CUDA device (got {cfg.hardware.device_type})"
-    if cfg.model.experts:
-        return f"MoE routing ({cfg.model.experts} experts) has data-dependent shapes"
+    if cfg.model.experts and cfg.model.capacity_factor > 0:
+        return (f"capacity-limited MoE routing (model.capacity_factor={cfg.model.capacity_factor}) drops tokens by "
+                "a mask whose length the host reads; model.capacity_factor=0 routes dropless")
+    dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
+    if cfg.model.experts and dtype != "bf16":
+        return (f"MoE experts in {dtype} run one GEMM per expert, their sizes read by the host (grouped_mm takes "
+                "bf16): set workload.dtype=bf16")
     if on_cuda and cfg.parallel.pp > 1:
         return f"CUDA-graph capture under pipeline stages (parallel.pp={cfg.parallel.pp}) has not run on a GPU yet"
     if cfg.workload.warmup < 1:
