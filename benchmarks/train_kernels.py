@@ -46,6 +46,8 @@ def gemm_shape(op_name: str, dims: list) -> tuple[int, int, int, int] | None:
     mats = [d for d in dims if isinstance(d, list) and len(d) in (2, 3)]
     if op_name in ("aten::addmm", "aten::baddbmm"):
         mats = mats[-2:]
+    if op_name == "aten::_grouped_mm" and len(mats) == 2 and (len(mats[0]), len(mats[1])) == (2, 3):
+        mats = [mats[0], mats[1][1:]]  # the routed rows through each expert's [K, N]: M K N in all
     if len(mats) != 2 or len(mats[0]) != len(mats[1]):
         return None
     (*b, m, k), (*_, k2, n) = mats

@@ -120,6 +120,7 @@ def test_gpu_trace_analysis():
     ("forward", "aten::_scaled_dot_product_cudnn_attention", "attention"),
     ("backward", "aten::_flash_attention_backward", "attention"),
     ("backward", "aten::_efficient_attention_backward", "attention"), ("forward", "aten::addmm", "gemm"),
+    ("backward", "aten::_grouped_mm", "gemm"),  # an MoE's experts
     ("forward", "triton_poi_fused__to_copy_add_mul_0", "other"), ("optimizer", "aten::_foreach_mul_", "optimizer"),
     ("optimizer", "aten::mm", "optimizer")])
 def test_compute_kinds_follow_the_launching_op_and_the_optimizer_phase(phase, op, kind):

@@ -69,4 +69,4 @@ def test_every_gpu_case_kind_reads_as_a_row_of_its_own_measure():
     gpu_kinds = [kind for kind in bench.CASES if not kind.startswith("cpu_") and kind != "train2"]
     parts = {kind: bench.row(kind, [*bench.CASES[kind][0], "hardware=h200"], measured, "h200")["a"][0] for kind in gpu_kinds}
     assert parts == {kind: "TTFT" if bench.BASES[kind] is bench.INFER else "step" for kind in gpu_kinds}
-    assert {kind for kind, part in parts.items() if part == "TTFT"} == {"infer", "unseen_infer", "unseen_short"}
+    assert {kind for kind, part in parts.items() if part == "TTFT"} == {"infer", "unseen_infer", "unseen_short", "unseen_models"}

@@ -296,6 +296,19 @@ def test_mbu_and_prefill_flops_equal_hand_computations(model_config):
     assert prefill_flops(cfg, counts, 3, 2048) == 3 * (2 * (weights / 2 - head) * 2048 + 2 * head + attention)
 
 
+def test_a_decode_step_reads_every_expert_its_tokens_reach(model_config):
+    """moe_2_5b (8 experts, top 2): one sequence reads 2 experts a layer; 4 sequences 8 x (1 - 0.75^4) = 5.47 on
+    average (a loop over the experts measured them all read: docs/results/2026-11-29_models31.md); many, all 8."""
+    cfg = model_config("moe_2_5b")
+    counts = count_params(build_model(cfg, "meta"), cfg)
+    expert = 3 * 2048 * 2816  # w1, w3, w2 of one expert
+    read = [decode_bytes_per_step(cfg, counts, SimpleNamespace(input_len=64, output_len=8, batch_size=b), 2)[0]
+            for b in (1, 4, 256)]
+    assert read[0] == pytest.approx(2 * counts.matmul_active, rel=1e-6)
+    assert read[1] - read[0] == pytest.approx(2 * 16 * expert * (8 * (1 - 0.75**4) - 2), rel=1e-6)
+    assert read[2] - read[0] == pytest.approx(2 * 16 * expert * 6, rel=1e-6)
+
+
 def test_fused_projections_compute_the_same_function():
     torch.manual_seed(0)
     model = build_model(TINY, "cpu").eval()

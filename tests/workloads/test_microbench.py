@@ -99,6 +99,31 @@ def test_matmul_with_b_held_as_a_linear_weight_times_each_shape(cli):
     assert "Set workload.graph_calls=0" in proc.stderr
 
 
+def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
+    """groups: M rows split evenly over the groups' K x N matrices (held N x K where b_transposed), as an MoE's
+    experts run; each group's rows come out as a plain matmul gives them."""
+    import torch
+
+    from parbench.workloads.microbench.matmul import grouped_multiply
+
+    a, b = torch.randn(12, 8, dtype=torch.bfloat16), torch.randn(3, 5, 8, dtype=torch.bfloat16)
+    out = grouped_multiply(12, 3, True, torch.device("cpu"))(a, b)
+    torch.testing.assert_close(out, torch.cat([a[4 * g:4 * g + 4] @ b[g].T for g in range(3)]))
+
+
+def test_grouped_matmul_runs_and_refuses_what_grouped_mm_cannot(cli):
+    cli.run("workload=matmul", "workload.shapes=[[64,32,48]]", "workload.groups=4", "workload.dtype=bf16",
+            "workload.rotate_bytes=1M", "workload.iters=3", "workload.warmup_iters=1")
+    run = cli.runs().iloc[0]
+    assert run.status == "FINISHED" and run["params.workload.groups"] == "4"
+    seconds = run["metrics.matmul_time_us/64x32x48"] * 1e-6
+    assert run["metrics.matmul_tflops/64x32x48"] == pytest.approx(2 * 64 * 32 * 48 / seconds / 1e12)
+    for overrides, message in ((["workload.groups=3", "workload.dtype=bf16"], "divides every shape's M"),
+                               (["workload.groups=4"], "F.grouped_mm, which takes bf16")):
+        proc = cli.run("workload=matmul", "workload.shapes=[[64,32,48]]", *overrides, "dry_run=true", check=False)
+        assert proc.returncode == 2 and message in proc.stderr
+
+
 def test_attention_cpu_forward_and_backward_tflops(cli):
     """SDPA forward and backward per shape; the FLOPs the model counts (4 B H S D x S/2 forward
     causal, twice that backward) over the measured times."""

@@ -21,11 +21,27 @@ def mean_decode_context(input_len: int, output_len: int) -> float:
     return input_len + output_len / 2
 
 
+def experts_reached(model: ModelConfig, tokens: int) -> float:
+    """Experts of a layer that `tokens` tokens reach on average, each routed to top_k of them as a balanced router
+    spreads them (a token misses a given expert with odds 1 - top_k/experts): top_k for one token, all for many."""
+    return model.experts * (1 - (1 - model.top_k / model.experts) ** tokens)
+
+
+def decode_weights_read(model: ModelConfig, counts: ParamCounts, batch_size: int) -> float:
+    """Weights a decode step of `batch_size` sequences multiplies: the active ones, and of an MoE every expert its
+    tokens reach (experts_reached) where the active count holds top_k."""
+    weights = float(counts.matmul_active)
+    if model.experts and model.top_k < model.experts:
+        experts = (counts.total - counts.active) * model.experts / (model.experts - model.top_k)  # all experts' weights
+        weights += experts * (experts_reached(model, batch_size) - model.top_k) / model.experts
+    return weights
+
+
 def decode_bytes_per_step(model: ModelConfig, counts: ParamCounts, w, itemsize: int) -> tuple[float, float]:
     """Bytes one decode step must read from memory, over all devices: every weight that multiplies
-    activations (the input embedding only reads a row per token, so it is left out) and the KV
-    cache of the whole batch at the mean context length of the decode steps."""
-    weight_bytes = counts.matmul_active * itemsize
+    activations (decode_weights_read; the input embedding only reads a row per token, so it is left out) and
+    the KV cache of the whole batch at the mean context length of the decode steps."""
+    weight_bytes = decode_weights_read(model, counts, w.batch_size) * itemsize
     context = mean_decode_context(w.input_len, w.output_len)
     if model.sliding_window:  # a step reads only the window's positions
         context = min(context, model.sliding_window)

@@ -103,7 +103,7 @@ def collective_rows(collectives: list[Collective]) -> list[dict]:
 
 # The ops that launch GEMM kernels (aten::linear and aten::matmul only call them: on a CPU their self
 # time is dispatch), and the marks of attention's ops (SDPA and the kernels it picks)
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm")
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm", "aten::_grouped_mm")
 ATTENTION_MARKS = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention")
 KERNEL_KINDS = ("gemm", "attention", "optimizer", "other")
 

@@ -72,13 +72,13 @@ class MoE(nn.Module):
         choices = self.kept_choices(expert_ids)  # (token, choice) pairs, flattened
         flat_ids = expert_ids.flatten()[choices]
         choices = choices[flat_ids.argsort(stable=True)]  # grouped by expert, tokens in order
-        token_idx = choices // self.top_k
         # bincount would read the largest id back to the host; a scatter stays on the device
         counts = flat_ids.new_zeros(self.num_experts).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
-        expert_out = self.dispatch_fn(self.experts, tokens[token_idx], counts)
-        out = torch.zeros_like(tokens)
-        out.index_add_(0, token_idx, expert_out * weights.flatten()[choices, None])
-        return out.view(shape)
+        expert_out = self.dispatch_fn(self.experts, tokens[choices // self.top_k], counts)
+        # Back to (token, choice) order (each pair at most once: a plain scatter, no atomic adds; dropped pairs
+        # stay zero), then each token's choices summed with its gates
+        rows = expert_out.new_zeros(expert_ids.numel(), shape[-1]).index_copy_(0, choices, expert_out)
+        return (rows.view(*weights.shape, -1) * weights.unsqueeze(-1)).sum(dim=1).view(shape)
 
     def kept_choices(self, expert_ids: torch.Tensor) -> torch.Tensor:
         """Indices of the flattened (token, choice) pairs that fit in their expert's capacity: all of

@@ -47,7 +47,23 @@ def layer_traffic(layout: Layout, compiled: bool, training: bool = True, qk_norm
         traffic["rms_norm", hd] += 2 * qk * qk_norm_factor * b
     activation = (3 if fam.gated_mlp else 2) * m.ffn * (m.top_k or 1) / d.tp
     traffic["swiglu" if fam.gated_mlp else "gelu_tanh", m.ffn // d.tp] += activation * b
+    if m.experts:  # every tp rank routes all of its tokens (the experts stay replicated over tp)
+        traffic["moe_dispatch", m.hidden] += moe_dispatch_bytes(m.top_k * m.hidden, m.hidden, b, stream, compiled,
+                                                                autocast)
     return dict(traffic)
+
+
+def moe_dispatch_bytes(rows: int, hidden: int, b: int, stream: int, compiled: bool, autocast: bool) -> float:
+    """Bytes per token of an MoE layer's dispatch beyond its GEMMs (models/moe.py), `rows` the elements of a token's
+    routed rows (top_k x hidden): the rows gathered (in the residual stream's dtype, or the GEMMs' where compiled,
+    whose norm writes that), cast for the experts under eager autocast, scattered back into a zeroed (token, choice)
+    buffer, and summed with their gates (eager: the product written and read again)."""
+    source = b if compiled else stream
+    gather = 2 * rows * source
+    cast = rows * (source + b) if autocast and not compiled else 0.0
+    scatter = 3 * rows * b
+    combine = rows * b + hidden * stream + (0.0 if compiled else 2 * rows * stream)
+    return gather + cast + scatter + combine
 
 
 def kernel_gbps(cal: Calibration, compiled: bool, kernel: str, width: int) -> float:

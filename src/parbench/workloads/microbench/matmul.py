@@ -1,4 +1,5 @@
-"""Dense matmul throughput C = A B (A: M x K, B: K x N) per device, against the hardware's peak.
+"""Dense matmul throughput C = A B (A: M x K, B: K x N) per device, against the hardware's peak; with
+groups > 0, a grouped GEMM (F.grouped_mm: M rows split evenly over that many K x N matrices, an MoE's experts).
 
     matmul_tflops        = 2 M K N / time, time = median over `iters` calls, each bracketed by
                            its own CUDA events (no synchronize between calls), after warm-up;
@@ -36,13 +37,13 @@ def set_matmul_dtype(name: str) -> torch.dtype:
 
 
 def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, rotate_bytes: int,
-                   b_transposed: bool = False, at_most: int = 0):
+                   b_transposed: bool = False, at_most: int = 0, groups: int = 0):
     """Enough random (A, B) pairs that together they exceed rotate_bytes (at least one; at most
-    `at_most` where given: a graph's calls); B is N x K where b_transposed."""
+    `at_most` where given: a graph's calls); B is N x K where b_transposed, and `groups` of those where given."""
     m, k, n = shape
-    pairs = copies_to_exceed(rotate_bytes, (m * k + k * n) * dtype.itemsize)
+    pairs = copies_to_exceed(rotate_bytes, (m * k + max(groups, 1) * k * n) * dtype.itemsize)
     pairs = min(pairs, at_most) if at_most else pairs
-    b_shape = (n, k) if b_transposed else (k, n)
+    b_shape = ((groups,) if groups else ()) + ((n, k) if b_transposed else (k, n))
     return [(torch.randn(m, k, dtype=dtype, device=device), torch.randn(*b_shape, dtype=dtype, device=device))
             for _ in range(pairs)]
 
@@ -50,8 +51,10 @@ def rotated_inputs(shape: list[int], dtype: torch.dtype, device: torch.device, r
 def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtype) -> float:
     """Seconds of one matmul on this rank: the median call, or a graph's mean call (graph_calls)."""
     w = cfg.workload
-    inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes), w.b_transposed, w.graph_calls)
-    multiply = F.linear if w.b_transposed else torch.mm
+    inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes), w.b_transposed, w.graph_calls,
+                            w.groups)
+    multiply = grouped_multiply(shape[0], w.groups, w.b_transposed, env.device) if w.groups else (
+        F.linear if w.b_transposed else torch.mm)
 
     def call(i: int) -> None:
         # A fresh output, as users' code gets it: `out=` routes bf16 through another cuBLAS path,
@@ -62,6 +65,16 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
     if w.graph_calls:
         return time_graphed(call, w.graph_calls, w.iters)
     return statistics.median(time_each(call, w.iters, env.device, warmup=w.warmup_iters))
+
+
+def grouped_multiply(m: int, groups: int, b_transposed: bool, device: torch.device):
+    """A @ B[g] over each group's even share of A's m rows, as one F.grouped_mm (an MoE layer's experts; B held
+    groups x N x K and used transposed where b_transposed, as models/moe.py holds them: groups x K x N)."""
+    offs = torch.arange(1, groups + 1, device=device, dtype=torch.int32) * (m // groups)
+
+    def multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return F.grouped_mm(a, b.transpose(-2, -1) if b_transposed else b, offs=offs)
+    return multiply
 
 
 def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
@@ -83,7 +96,8 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     results = {"metrics": metrics, "tables": {"matmul": points}}
     if env.is_main:
         timing = f"graphs of {w.graph_calls} calls, {w.iters} replays" if w.graph_calls else f"median of {w.iters}"
-        title = f"{'F.linear' if w.b_transposed else 'matmul'} {w.dtype} on {cfg.hardware.name}, {timing}"
+        call = f"grouped_mm of {w.groups}" if w.groups else ("F.linear" if w.b_transposed else "matmul")
+        title = f"{call} {w.dtype} on {cfg.hardware.name}, {timing}"
         ordered = sorted(points, key=lambda p: p["flops"])
         results["artifacts"] = [plots.matmul_tflops(reporter.job_dir / "matmul_tflops.png", ordered, peak, title)]
     return results

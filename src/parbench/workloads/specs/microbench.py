@@ -73,6 +73,7 @@ class MatmulWorkload:
     rotate_bytes: str = "512M"  # total size of the rotated input pairs
     b_transposed: bool = False  # B held N x K and used transposed, as nn.Linear holds its weight: F.linear(A, B)
     graph_calls: int = 0  # >0 (GPUs): that many calls replayed as one CUDA graph, as an engine's decode step
+    groups: int = 0  # >0: A's M rows split evenly over that many K x N matrices in one grouped GEMM (an MoE's experts)
 
 
 def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
@@ -91,6 +92,10 @@ def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.graph_calls={w.graph_calls}: give 0 (each call timed alone) or a positive count")
     if w.graph_calls:
         require_gpus(cfg, "with workload.graph_calls > 0 replays CUDA graphs", "Set workload.graph_calls=0.")
+    if w.groups < 0 or any(m % w.groups for m, _, _ in w.shapes if w.groups):
+        raise ConfigError(f"workload.groups={w.groups}: give 0 (plain GEMMs) or a count that divides every shape's M")
+    if w.groups and w.dtype != "bf16":
+        raise ConfigError("workload.groups > 0 times F.grouped_mm, which takes bf16: set workload.dtype=bf16")
 
 
 @dataclass
