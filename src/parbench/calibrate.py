@@ -35,7 +35,8 @@ from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.kernel_census import kernels_per_layer, priced_per_kernel
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures,
-                                             elementwise_table, fit_links, matmul_figures, prefill_gemm_figures)
+                                             elementwise_table, fit_links, grouped_gemm_figures, matmul_figures,
+                                             prefill_gemm_figures)
 from parbench.calibration_summary import summary
 from parbench.calibration_runs import (CENSUS_PREFIX, EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
                                       benchmark_layout, benchmarks)
@@ -114,11 +115,12 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
                      "a decode step's KV cache at the memory's bandwidth")
     if not results.get("elementwise"):
         notes.append("no elementwise run: every element-wise kernel at the memory's bandwidth")
+    matmul = matmul_figures(results["matmul"])
     # the read factors reset: without the runs that fit them the base's would stand in for this machine's; the
     # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
-                  **matmul_figures(results["matmul"]),
+                  **matmul, **grouped_gemm_figures(results.get("grouped_matmul", {}), Calibration(**matmul)),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),

@@ -60,3 +60,14 @@ def test_dropless_moe_forward_never_waits_for_the_device():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert out.shape == x.shape and torch.isfinite(out).all()
+
+
+def test_grouping_by_expert_is_a_stable_sort_by_expert():
+    from parbench.models.moe import group_by_expert
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 5, (97,))
+    ids[ids == 3] = 4  # an expert with no pairs
+    counts, order = group_by_expert(ids, 5)
+    assert counts.tolist() == torch.bincount(ids, minlength=5).tolist()
+    assert order.tolist() == ids.argsort(stable=True).tolist()

@@ -97,6 +97,33 @@ def test_a_decode_steps_gemms_take_the_calibrated_time_of_a_gemm_of_their_size()
         assert q.tpot_s - p.tpot_s == pytest.approx(expected - weights / 10e9), decode_mode
 
 
+def test_an_moe_decode_step_reads_each_expert_matrix_its_tokens_reach_as_a_gemm_of_its_own():
+    """moe_2_5b on an H200 at batch 4: 8 x (1 - 0.75^4) experts of a layer reached on average, three matrices each,
+    each at a decode GEMM's calibrated time (a grouped call of 8 read as 8 plain ones of one in call 7 there)."""
+    cal = load_calibration("h200")
+    cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=inference", "model=moe_2_5b",
+                  "workload.batch_size=4")
+    layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
+    reached = 3 * 8 * (1 - 0.75 ** 4)
+    experts = m.layers * reached * cal.decode_gemm_seconds(2 * m.hidden * m.ffn)
+    dense = m.layers * sum(cal.decode_gemm_seconds(2 * p) for p in engine_gemm_weights(layout))
+    head = cal.decode_gemm_seconds(2 * m.vocab * m.hidden)
+    # no bytes beyond the GEMMs' (weights=0): the GEMMs alone, times the engine's read factor
+    assert decode_weights_seconds(layout, 0.0, cal) == pytest.approx((dense + experts + head) * cal.weight_read_factor)
+
+
+def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_with_its_calibrated_cost():
+    """Three expert matrices a layer, three grouped calls each in a training step (forward, backward's two)."""
+    cal = load_calibration("h200")
+    cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b",
+                  "workload.batch_size=2", "workload.seq_len=2048")
+    layout = Layout.of(cfg, validate(cfg, None))
+    tokens = layout.microbatch_tokens
+    base = gemm_seconds(layout, replace(cal, grouped_gemm_overhead_s=0.0), tokens, 6 * tokens)
+    assert gemm_seconds(layout, replace(cal, grouped_gemm_overhead_s=20e-6), tokens, 6 * tokens) - base == \
+        pytest.approx(3 * 16 * 3 * 20e-6)
+
+
 def test_a_head_over_an_unaligned_vocabulary_takes_the_calibrated_factor_in_decode_and_prefill():
     """GPT-2's 50,257-token head runs a slower kernel at a batch's rows: its decode GEMM and the prefill's head
     take decode_unaligned_factor times the aligned figure; an aligned vocabulary's take it as measured."""

@@ -70,10 +70,8 @@ class MoE(nn.Module):
         if self.training:  # inference has no loss to balance: its kernels would only lengthen each step
             self.aux_loss = self.load_balancing_loss(probs, expert_ids)
         choices = self.kept_choices(expert_ids)  # (token, choice) pairs, flattened
-        flat_ids = expert_ids.flatten()[choices]
-        choices = choices[flat_ids.argsort(stable=True)]  # grouped by expert, tokens in order
-        # bincount would read the largest id back to the host; a scatter stays on the device
-        counts = flat_ids.new_zeros(self.num_experts).scatter_add_(0, flat_ids, torch.ones_like(flat_ids))
+        counts, order = group_by_expert(expert_ids.flatten()[choices], self.num_experts)
+        choices = choices[order]
         expert_out = self.dispatch_fn(self.experts, tokens[choices // self.top_k], counts)
         # Back to (token, choice) order (each pair at most once: a plain scatter, no atomic adds; dropped pairs
         # stay zero), then each token's choices summed with its gates
@@ -104,6 +102,17 @@ class MoE(nn.Module):
         f = F.one_hot(expert_ids, self.num_experts).float().sum(dim=(0, 1)) / expert_ids.numel()
         f, p = self.router_stats_mean_fn(torch.stack((f, probs.mean(dim=0)))).unbind(0)
         return self.num_experts * (f * p).sum()
+
+
+def group_by_expert(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pairs per expert, the order that groups the pairs by expert, each expert's in their own order): a counting
+    sort by one-hot prefix sums, all on the device (bincount reads the largest id back to the host; argsort's radix
+    sort took 34 µs a layer at 4,096 pairs on an H200, in one thread block)."""
+    one_hot = F.one_hot(ids, experts)
+    counts = one_hot.sum(0)
+    place = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # among its expert's pairs
+    slot = (counts.cumsum(0) - counts)[ids] + place
+    return counts, torch.empty_like(slot).scatter_(0, slot, torch.arange(ids.numel(), device=ids.device))
 
 
 def local_dispatch(experts: GroupedExperts, routed: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:

@@ -76,6 +76,9 @@ class Calibration:
     # An unaligned GEMM's rate (a dimension whose rows are not 16-byte aligned, as GPT-2's 50,257-token
     # vocabulary) over an aligned one's of its size; 1.0 where not measured.
     unaligned_matmul_factor: float = 1.0
+    # A grouped GEMM's time (an MoE's experts, F.grouped_mm) beyond a plain one's of its FLOPs on the rate curve:
+    # the grouped_matmul run's median; 0.0 where not measured
+    grouped_gemm_overhead_s: float = 0.0
     membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
     intra_node: LinkFit = field(default_factory=LinkFit)
     inter_node: LinkFit = field(default_factory=LinkFit)

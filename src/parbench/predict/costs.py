@@ -75,7 +75,7 @@ def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per
     """The dense GEMMs but the head's: each block weight matrix's FLOPs (flops_per_param per
     parameter) as GEMMs over `gemm_tokens` rows on one tp rank, each at the rate of its own size
     (gemm_call_seconds), so a block's small projections (k and v under GQA, GPT-2's 1,600-wide ones)
-    run below its MLP's rate; experts at the typical GEMM's rate. `matrices`: the block's GEMMs' elements
+    run below its MLP's rate; an MoE's experts as grouped GEMMs (expert_gemm_seconds). `matrices`: the block's GEMMs' elements
     where they are not its weights one by one (an inference engine's fused projections). `by_shape`: each
     of those as the profile timed a GEMM of its rows and size, where it did (an inference forward's)."""
     m, tp = layout.cfg.model, layout.dims.tp
@@ -85,8 +85,20 @@ def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per
     rows = gemm_tokens if by_shape else None
     own = sum(calls * m.layers * gemm_call_seconds(cal, 2 * gemm_tokens * p / tp, p * layout.dtype_bytes / tp, rows)
               for p in matrices)
-    rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden
-    return own + flops_per_param * rest / cal.matmul_rate(typical_gemm_flops(m, gemm_tokens, tp))
+    experts, expert_params = expert_gemm_seconds(m, cal, gemm_tokens, calls)
+    rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden - expert_params
+    return own + experts + flops_per_param * rest / cal.matmul_rate(typical_gemm_flops(m, gemm_tokens, tp))
+
+
+def expert_gemm_seconds(m: ModelConfig, cal: Calibration, gemm_tokens: float, calls: float) -> tuple[float, int]:
+    """(seconds, active parameters) of an MoE's experts (replicated over tp): each of a layer's three expert matrices
+    as one grouped GEMM a call over the tokens' top_k rows (models/moe.py), at the rate of its FLOPs plus what a
+    grouped call costs beyond a plain one (Calibration.grouped_gemm_overhead_s)."""
+    if not m.experts:
+        return 0.0, 0
+    flops = 2 * gemm_tokens * m.top_k * m.hidden * m.ffn
+    per_call = flops / cal.matmul_rate(flops) + cal.grouped_gemm_overhead_s
+    return 3 * m.layers * calls * per_call, 3 * m.layers * m.top_k * m.hidden * m.ffn
 
 
 def head_flops(layout: Layout) -> float:

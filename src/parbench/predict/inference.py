@@ -9,18 +9,16 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
                prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch, latencies and first token's wait add)
     TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time + tp all-reduces + pp sends
-    GEMMs = read factor x (each block GEMM's and the head's calibrated time at its weights' size on one tp rank
-                           + the rest of the weights (norms, experts) / tp / bandwidth)
+    GEMMs = read factor x (each block GEMM's, reached expert's and the head's calibrated time at its weights'
+                           size on one tp rank + the rest of the weights (norms) / tp / bandwidth)
     attention = layers x one call's calibrated time at its shape (sequences x KV heads on a rank, positions read),
                 or without those KV cache x read factor / tp / bandwidth
     E2E  = TTFT + (output_len - 1) x TPOT
 
-The host times are the calibration's (per step and per layer of the stage): an eager prefill's
-dispatch runs ahead of the GPU, so only what exceeds the device's work counts (on a CPU all of it);
-each decode step waits for its token, so its launch and sampling add. The prefill's element-wise
-work (norms, RoPE, activations, residuals over every prompt token) moves what a training forward's
-does, at the calibrated factor of a compiled or eager step as the engine's decode mode runs it.
-"""
+The host times are the calibration's (per step and per layer of the stage): an eager prefill's dispatch runs
+ahead of the GPU, so only what exceeds the device's work counts (on a CPU all of it); each decode step waits for
+its token, so its launch and sampling add. The prefill's element-wise work moves what a training forward's does,
+at the calibrated factor of a compiled or eager step as the engine's decode mode runs it."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from dataclasses import dataclass
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config, head_width
 from parbench.metrics.flops import attended_positions
-from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, mean_decode_context,
+from parbench.metrics.inference_cost import (decode_bytes_per_step, decode_flops, experts_reached, mean_decode_context,
                                              prefill_attention_flops)
 from parbench.models import ParamCounts, block_structure
 from parbench.models.shapes import aligned, numel
@@ -150,11 +148,10 @@ def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
 
 
 def qkv_copy_per_token(layout: Layout) -> float:
-    """Elements a layer's prefill moves per token to lay q, k and v out by heads and K and V into the
-    cache. Without RoPE a copy of each out of the fused projection, read and written (GPT-2 XL, H100, 8 x 512
-    tokens: 1.2 of the prefill's 6.2 ms of element-wise kernels); with RoPE the rotation's pass lays out
-    q and k (layer_traffic counts it). Every family then copies K and V into the cache's buffer, read and
-    written (GPT-2 XL, H100, 4 x 512 tokens: a second kernel as long as the first, 0.61 and 0.65 ms)."""
+    """Elements a layer's prefill moves per token to lay q, k and v out by heads and K and V into the cache. Without
+    RoPE a copy of each out of the fused projection, read and written (GPT-2 XL, H100, 8 x 512 tokens: 1.2 of 6.2 ms
+    of element-wise kernels); with RoPE the rotation's pass lays out q and k (layer_traffic counts it). Every family
+    then copies K and V into the cache, read and written (GPT-2 XL, H100, 4 x 512: 0.65 ms beside the first's 0.61)."""
     m, fam = layout.cfg.model, layout.family
     hd = head_width(m)
     layout_copy = 2 * (m.heads + 2 * m.kv_heads) * hd if fam.learned_positions else 0.0
@@ -171,8 +168,7 @@ def prefill_elementwise_seconds(layout: Layout, tokens: float, cal: Calibration)
 
 
 def prefill_attention_seconds(layout: Layout, cal: Calibration) -> float:
-    """The prompts' causal attention at its forward rate for the prompt's length, a call per layer
-    (the stages run one after the other)."""
+    """The prompts' causal attention at its forward rate for their length, a call per layer (stages in turn)."""
     w, m = layout.cfg.workload, layout.cfg.model
     flops = prefill_attention_flops(m, w.batch_size, w.input_len) / layout.dims.tp
     return cal.attention_seconds(flops, attended_positions(w.input_len, True, m.sliding_window), m.layers,
@@ -227,8 +223,7 @@ def decode_attention_seconds(layout: Layout, kv_cache_bytes: float, cal: Calibra
 
 
 def attended_cache(layout: Layout) -> float:
-    """Positions a decode step's attention reads: the static step's whole buffer, else the mean context
-    (or the sliding window)."""
+    """Positions a decode step's attention reads: the static step's whole buffer, else the mean context (or window)."""
     w, m = layout.cfg.workload, layout.cfg.model
     if static_decode(layout.cfg):
         return w.input_len + w.output_len
@@ -267,15 +262,20 @@ def engine_gemm_weights(layout: Layout) -> list[int]:
 
 
 def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> float:
-    """A decode step's weights on one tp rank, times the engine's read factor: every layer's GEMMs and the
-    head's, each at the calibrated time of a GEMM of its size (Calibration.decode_gemm_seconds); what
-    else the step reads of `weights` (experts) at the memory's bandwidth."""
+    """A decode step's weights on one tp rank, times the engine's read factor: every layer's GEMMs and the head's,
+    each at the calibrated time of a GEMM of its size (Calibration.decode_gemm_seconds), an MoE's grouped GEMMs
+    (replicated over tp) as one of each expert matrix its tokens reach (H200: 8 experts read in 41-48 µs, 8 plain
+    GEMMs of one in 50, docs/results/2026-11-29_models31.md); the rest of `weights` at the memory's bandwidth."""
     m, tp, itemsize = layout.cfg.model, layout.dims.tp, layout.dtype_bytes
     block = engine_gemm_weights(layout)
     head = m.vocab * m.hidden
+    expert = m.hidden * m.ffn  # w1, w3 and w2 alike
+    reached = 3 * experts_reached(m, layout.cfg.workload.batch_size) if m.experts else 0.0
     gemms = (m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block)
+             + m.layers * reached * cal.decode_gemm_seconds(expert * itemsize)
              + cal.decode_gemm_seconds(head * itemsize / tp) * few_rows_head_factor(layout, cal))
-    rest = max(0.0, weights - (m.layers * sum(block) + head) * itemsize) / tp / (cal.membw_gbps * 1e9)
+    read = (m.layers * (sum(block) + reached * expert) + head) * itemsize
+    rest = max(0.0, weights - read) / tp / (cal.membw_gbps * 1e9)
     return (gemms + rest) * cal.weight_read_factor
 
 
