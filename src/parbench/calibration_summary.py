@@ -61,7 +61,7 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     return "\n".join([
         f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-        f"GFLOP; a grouped call +{format_metric('s', cal.grouped_gemm_overhead_s)}), {attention_summary(cal)}, memory "
+        f"GFLOP; a grouped call +{format_metric('latency_s', cal.grouped_gemm_overhead_s)}), {attention_summary(cal)}, memory "
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",
