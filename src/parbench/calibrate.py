@@ -38,8 +38,8 @@ from parbench.predict.microbench_fits import (attention_figures, decode_attentio
                                              elementwise_table, fit_links, grouped_gemm_figures, matmul_figures,
                                              prefill_gemm_figures)
 from parbench.calibration_summary import summary
-from parbench.calibration_runs import (CENSUS_PREFIX, EAGER_HOST_RUNS, INFER_GRAPH_PREFIX, INFER_KV_RUN, INFER_TINY_PREFIX,
-                                      benchmark_layout, benchmarks)
+from parbench.calibration_runs import (CENSUS_PREFIX, EAGER_HOST_RUNS, GROUPS, INFER_GRAPH_PREFIX, INFER_KV_RUN,
+                                      INFER_TINY_PREFIX, benchmark_layout, benchmarks)
 
 FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
@@ -120,7 +120,9 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
-                  **matmul, **grouped_gemm_figures(results.get("grouped_matmul", {}), Calibration(**matmul)),
+                  **matmul, **grouped_gemm_figures(results.get("grouped_matmul", {}),
+                                                   Calibration(**matmul, membw_gbps=results["membw"]["membw_gbps"]),
+                                                   GROUPS, ITEMSIZE[cfg.workload.dtype]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),

@@ -24,6 +24,7 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
 INFER_KV_RUN = "infer_kv_cache"
 INFER_TINY_PREFIX = "infer_tiny_"
 INFER_GRAPH_PREFIX = "infer_graph_"
+GROUPS = 8  # the grouped_matmul run's experts
 CENSUS_PREFIX, CENSUS_LAYERS = "census_", 8
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
@@ -43,7 +44,6 @@ EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 # prompt's cache to a long one's. A call's time steps up with each wave of blocks the SMs take (H200, 576
 # positions: 29.7 µs at 512 blocks, 44.9 at 800, 88.6 at 2,048), so a grid of 512 and 2,048 alone read GPT-2 XL's
 # 800 blocks 15 % short (docs/results/2026-11-28_gpt2_batch31.md).
-GROUPS = 8  # the grouped_matmul run's experts
 DECODE_ATTENTION_KINDS = ((32, 8, 64), (16, 8, 128), (32, 32, 64), (32, 32, 128))
 DECODE_ATTENTION_BLOCKS = (1, 128, 256, 512, 768, 1024, 1536, 2048)  # 1: one sequence
 DECODE_ATTENTION_POSITIONS = (128, 256, 512, 1024, 4096)
@@ -61,8 +61,8 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in PREFILL_GEMM_ROWS for k, n in (
                  (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
                  (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
-             # an MoE's experts (8 of the 1B Llama's MLP matrices) as one grouped GEMM over 64 to 2,048 rows each:
-             # what a grouped call costs beyond a plain one of its FLOPs (H200: 13-31 µs, docs/results/2026-11-29_models31.md)
+             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices) as one grouped GEMM over 64 to 2,048 rows each:
+             # what a grouped call costs beyond a plain GEMM of its FLOPs reading its matrices
              "grouped_matmul": "[[512,2048,8192],[2048,2048,8192],[8192,2048,8192],[8192,8192,2048],[16384,2048,8192]]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'

@@ -150,20 +150,21 @@ def prediction_source(cfg: Config, prediction: dict | None, metrics: dict | None
     source, calibrate = prediction["calibration"], f"`parbench calibrate hardware={cfg.hardware.name}`"
     if source.startswith("spec"):
         return f"\n  predicted_* from {source} (uncalibrated: {calibrate} measures them)"
-    far, reason = far_off_pct(metrics or {}), far_off_reason(cfg, calibrate)
-    advice = f"\n  the prediction is {far:+.0f} % off this run's measurement: {reason}" if far is not None and reason else ""
+    far = far_off_pct(metrics or {})
+    reason = far_off_reason(cfg, calibrate) if far is not None else None
+    advice = f"\n  the prediction is {far:+.0f} % off this run's measurement: {reason}" if reason else ""
     return f"\n  predicted_* from {source}{advice}"
 
 
 def far_off_reason(cfg: Config, calibrate: str) -> str | None:
-    """Why a prediction may be far off: a block no calibration run had (the profile counts the kernels of those it
-    ran), else a profile of another machine; None for this machine's own profile."""
+    """Why a prediction may be far off: an inference run of a block no calibration run had (the profile counts the
+    kernels of those it ran), else a profile of another machine; None for this machine's own profile."""
     from parbench.models import block_structure
     from parbench.predict.profiles import calibration_for
 
     structure = block_structure(cfg.model)
     counted = calibration_for(cfg.hardware, cfg.workload.dtype, cfg.calibration).prefill_kernels_per_layer
-    if counted and structure not in counted:
+    if cfg.workload.name == "inference" and counted and structure not in counted:
         return (f"no calibration run had this model's block ({structure}; they ran {', '.join(sorted(counted))}), "
                 "so the model's figures for its kernels are extrapolated")
     if own_profile(cfg):

@@ -1,5 +1,7 @@
-"""The MoE's experts: in bf16 one grouped GEMM per weight matrix (F.grouped_mm), which must give what one GEMM per
-expert gives, forward and backward, with experts that receive no tokens."""
+"""The MoE: in bf16 its experts run as one grouped GEMM per weight matrix (F.grouped_mm: on a CPU its loop, on an sm90
+GPU CUTLASS's), which must give what one GEMM per expert gives, forward and backward, with experts that receive no
+tokens; its routing (a counting sort) and combine (a scatter and a gated sum) as token-by-token routing gives them;
+on the GPU, without a host sync."""
 
 import pytest
 import torch
@@ -46,20 +48,62 @@ def test_grouped_gemm_under_autocast_gives_the_per_expert_gradients():
     assert grads[0][1][1].abs().sum() == 0  # the expert with no tokens gets no gradient
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="host syncs are a CUDA matter")
-def test_dropless_moe_forward_never_waits_for_the_device():
+def moe_of(**fields) -> "MoE":
+    from dataclasses import replace
+
     from parbench.config.schema import ModelConfig, load_presets
     from parbench.models.moe import MoE
 
-    moe = MoE(load_presets("model", ModelConfig, skip="hf")["tiny_moe"]).cuda().to(torch.bfloat16)
-    moe.init_weights(0.02)
-    x = torch.randn(4, 16, moe.router.in_features, device="cuda", dtype=torch.bfloat16)
+    torch.manual_seed(0)
+    moe = MoE(replace(load_presets("model", ModelConfig, skip="hf")["tiny_moe"], **fields))
+    moe.init_weights(0.1)
+    return moe
+
+
+def token_by_token(moe, x: torch.Tensor) -> torch.Tensor:
+    """Each token through its top_k experts one at a time, weighted by its renormalised gates; a (token, choice) pair
+    beyond its expert's capacity (counted in token order) left out."""
+    tokens = x.reshape(-1, x.shape[-1])
+    gates, ids = torch.softmax(moe.router(tokens), dim=-1).topk(moe.top_k, dim=-1)
+    gates = gates / gates.sum(-1, keepdim=True)
+    capacity = int(moe.capacity_factor * len(tokens) * moe.top_k / moe.num_experts) if moe.capacity_factor > 0 else None
+    seen = [0] * moe.num_experts
+    out = torch.zeros_like(tokens)
+    for t, j in ((t, j) for t in range(len(tokens)) for j in range(moe.top_k)):
+        e = int(ids[t, j])
+        seen[e] += 1
+        if capacity is None or seen[e] <= capacity:
+            w = moe.experts
+            out[t] += gates[t, j] * swiglu(tokens[t:t + 1], w.w1[e], w.w3[e], w.w2[e])[0]
+    return out.view(x.shape)
+
+
+@pytest.mark.parametrize("fields", [{}, {"capacity_factor": 0.6}, {"top_k": 4}])
+def test_moe_forward_routes_each_token_as_token_by_token_routing_does(fields):
+    """Dropless, capacity-limited (some pairs dropped) and every expert chosen (top_k == experts), in fp32."""
+    moe = moe_of(**fields)
+    x = torch.randn(3, 7, moe.router.in_features)
+    with torch.no_grad():
+        torch.testing.assert_close(moe(x), token_by_token(moe, x))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="host syncs are a CUDA matter")
+@pytest.mark.parametrize("training", [True, False])
+def test_dropless_moe_never_waits_for_the_device(training):
+    """bf16 on the GPU (sm90+): a training forward and backward, and an inference forward, with any synchronising
+    call an error; the outputs as token-by-token routing gives them."""
+    moe = moe_of().cuda().to(torch.bfloat16).train(training)
+    x = torch.randn(4, 16, moe.router.in_features, device="cuda", dtype=torch.bfloat16, requires_grad=training)
     torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
     try:
         out = moe(x)
+        if training:
+            out.float().square().sum().backward()
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert out.shape == x.shape and torch.isfinite(out).all()
+    with torch.no_grad():
+        torch.testing.assert_close(out, token_by_token(moe, x), rtol=2e-2, atol=2e-2)
+    assert not training or x.grad is not None and torch.isfinite(x.grad).all()
 
 
 def test_grouping_by_expert_is_a_stable_sort_by_expert():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
-from parbench.calibration_runs import CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, DECODE_ATTENTION_POSITIONS, INFER_TINY_PREFIX
+from parbench.calibration_runs import CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, GROUPS, DECODE_ATTENTION_POSITIONS, INFER_TINY_PREFIX
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -64,10 +64,10 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
     if name == "elementwise":
         return {f"elementwise_gbps/{mode}/{kernel}/{width}": gbps for mode, kernels in truth.elementwise_gbps.items()
                 for kernel, widths in kernels.items() for width, gbps in widths.items()}
-    if name == "grouped_matmul":  # a plain GEMM's time of the call's FLOPs on the truth's curve, and the grouped call's cost
+    if name == "grouped_matmul":  # a plain GEMM of the call's FLOPs reading its GROUPS matrices, and a grouped call's cost
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
-        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (2 * m * k * n / truth.matmul_rate(2 * m * k * n)
-                                                      + truth.grouped_gemm_overhead_s)
+        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (truth.grouped_gemm_overhead_s + max(
+                    2 * m * k * n / truth.matmul_rate(2 * m * k * n), truth.weight_read_seconds(GROUPS * k * n * 2)))
                 for m, k, n in json.loads(run["workload.shapes"])}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])

@@ -14,7 +14,7 @@ from parbench.prepare import validate
 from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.calibration_file import load_calibration
-from parbench.predict.costs import gemm_call_seconds, gemm_seconds
+from parbench.predict.costs import expert_gemm_seconds, gemm_call_seconds, gemm_seconds
 from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.profiles import in_dtype
@@ -113,15 +113,19 @@ def test_an_moe_decode_step_reads_each_expert_matrix_its_tokens_reach_as_a_gemm_
 
 
 def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_with_its_calibrated_cost():
-    """Three expert matrices a layer, three grouped calls each in a training step (forward, backward's two)."""
-    cal = load_calibration("h200")
+    """Three expert matrices a layer, three grouped calls each in a training step (forward, backward's two), each a
+    GEMM of its FLOPs reading all 8 experts' matrices, plus a grouped call's cost; no expert also priced as a plain
+    GEMM (the block's own weights, the active experts, the head and the final norm are every active parameter)."""
+    cal = replace(load_calibration("h200"), grouped_gemm_overhead_s=20e-6)
     cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b",
                   "workload.batch_size=2", "workload.seq_len=2048")
-    layout = Layout.of(cfg, validate(cfg, None))
+    layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
     tokens = layout.microbatch_tokens
-    base = gemm_seconds(layout, replace(cal, grouped_gemm_overhead_s=0.0), tokens, 6 * tokens)
-    assert gemm_seconds(layout, replace(cal, grouped_gemm_overhead_s=20e-6), tokens, 6 * tokens) - base == \
-        pytest.approx(3 * 16 * 3 * 20e-6)
+    call = gemm_call_seconds(cal, 2 * tokens * 2 * m.hidden * m.ffn, 8 * m.hidden * m.ffn * 2) + 20e-6
+    seconds, params = expert_gemm_seconds(layout, cal, tokens, 3)
+    assert seconds == pytest.approx(3 * 16 * 3 * call) and params == 3 * 16 * 2 * m.hidden * m.ffn
+    block = sum(math.prod(shape) for name, shape in layout.shapes.block if ".experts." not in name)  # with its norms
+    assert layout.counts.matmul_active == block * m.layers + params + m.vocab * m.hidden + m.hidden  # the final norm
 
 
 def test_a_head_over_an_unaligned_vocabulary_takes_the_calibrated_factor_in_decode_and_prefill():

@@ -119,7 +119,9 @@ def test_grouped_matmul_runs_and_refuses_what_grouped_mm_cannot(cli):
     seconds = run["metrics.matmul_time_us/64x32x48"] * 1e-6
     assert run["metrics.matmul_tflops/64x32x48"] == pytest.approx(2 * 64 * 32 * 48 / seconds / 1e12)
     for overrides, message in ((["workload.groups=3", "workload.dtype=bf16"], "divides every shape's M"),
-                               (["workload.groups=4"], "F.grouped_mm, which takes bf16")):
+                               (["workload.groups=4"], "F.grouped_mm, which takes bf16"),
+                               (["workload.groups=4", "workload.dtype=bf16", "workload.shapes=[[64,30,48]]"],
+                                "K and N in multiples of 8")):
         proc = cli.run("workload=matmul", "workload.shapes=[[64,32,48]]", *overrides, "dry_run=true", check=False)
         assert proc.returncode == 2 and message in proc.stderr
 

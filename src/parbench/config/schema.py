@@ -24,6 +24,7 @@ class HardwareConfig:
     peak_tflops: Dict[str, float] = field(default_factory=dict)
     hbm_bandwidth_gbps: Optional[float] = None  # device memory bandwidth, GB/s
     memory_gb: Optional[float] = None  # per device
+    compute_capability: Optional[float] = None  # the GPU's SM version, e.g. 9.0 (Hopper); null: not known
     link_bandwidth_gbps: Optional[float] = None  # intra-node GPU-GPU, one direction, GB/s
     # Between nodes, per GPU, one direction, GB/s (its NIC); null: as link_bandwidth_gbps (parbench plan).
     inter_node_bandwidth_gbps: Optional[float] = None

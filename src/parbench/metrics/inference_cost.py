@@ -23,7 +23,7 @@ def mean_decode_context(input_len: int, output_len: int) -> float:
 
 def experts_reached(model: ModelConfig, tokens: int) -> float:
     """Experts of a layer that `tokens` tokens reach on average, each routed to top_k of them as a balanced router
-    spreads them (a token misses a given expert with odds 1 - top_k/experts): top_k for one token, all for many."""
+    spreads them (a token misses a given expert with probability 1 - top_k/experts): top_k for one token, all for many."""
     return model.experts * (1 - (1 - model.top_k / model.experts) ** tokens)
 
 

@@ -12,7 +12,7 @@ from parbench.config.schema import ModelConfig
 
 class GroupedExperts(nn.Module):
     """E SwiGLU experts stored as stacked weights, so expert parallel can shard dim 0; in bf16 all
-    experts run as one grouped GEMM per matrix (F.grouped_mm: CUTLASS's on sm90+)."""
+    experts run as one grouped GEMM per matrix (F.grouped_mm: CUTLASS's on sm90+, a loop elsewhere)."""
 
     def __init__(self, experts: int, hidden: int, ffn: int):
         super().__init__()
@@ -21,13 +21,15 @@ class GroupedExperts(nn.Module):
         self.w3 = nn.Parameter(torch.empty(experts, hidden, ffn))
 
     def forward(self, x: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-        """x holds tokens sorted by expert, counts[e] of them for local expert e. In bf16 the offsets stay
-        on the device: no host sync, so the host keeps queueing (and a CUDA graph can hold the step)."""
+        """x holds tokens sorted by expert, counts[e] of them for local expert e. In bf16 on sm90+ the offsets stay
+        on the device: no host sync, so the host keeps queueing (and a CUDA graph can hold the step); elsewhere
+        grouped_mm reads them on the host. x is cast once for w1 and w3, so their input gradients add in bf16."""
         dtype = matmul_dtype(x)
         x, w1, w2, w3 = (t.to(dtype) for t in (x, self.w1, self.w2, self.w3))
-        if dtype != torch.bfloat16:  # grouped_mm takes bf16 (its compiled form only bf16): one GEMM per expert
+        if dtype != torch.bfloat16:  # grouped_mm's kernel (and its compiled form) take bf16: one GEMM per expert
             chunks = torch.split(x, counts.tolist(), dim=0)
-            return torch.cat([swiglu(chunk, w1[e], w3[e], w2[e]) for e, chunk in enumerate(chunks)], dim=0)
+            weights = zip(w1.unbind(0), w3.unbind(0), w2.unbind(0))  # unbind's backward stacks the experts' gradients
+            return torch.cat([swiglu(chunk, *w) for chunk, w in zip(chunks, weights)], dim=0)
         offs = counts.cumsum(0, dtype=torch.int32)
         h = F.silu(F.grouped_mm(x, w1, offs=offs)) * F.grouped_mm(x, w3, offs=offs)
         return F.grouped_mm(h, w2, offs=offs)
@@ -67,7 +69,9 @@ class MoE(nn.Module):
         probs = F.softmax(self.router(tokens), dim=-1, dtype=torch.float32)
         weights, expert_ids = probs.topk(self.top_k, dim=-1)
         weights = (weights / weights.sum(dim=-1, keepdim=True)).type_as(x)
-        if self.training:  # inference has no loss to balance: its kernels would only lengthen each step
+        # inference has no loss to balance (its kernels would only lengthen each step): aux_loss keeps the last
+        # training forward's, which only the train workload reads
+        if self.training:
             self.aux_loss = self.load_balancing_loss(probs, expert_ids)
         choices = self.kept_choices(expert_ids)  # (token, choice) pairs, flattened
         counts, order = group_by_expert(expert_ids.flatten()[choices], self.num_experts)
@@ -85,17 +89,8 @@ class MoE(nn.Module):
         every = torch.arange(flat.numel(), device=flat.device)
         if self.capacity_factor <= 0:
             return every
-        return every[self.capacity_mask(expert_ids, expert_ids.shape[0])]
-
-    def capacity_mask(self, expert_ids: torch.Tensor, n_tokens: int) -> torch.Tensor:
-        """Which (token, choice) pairs fit in their expert's capacity; all of them when dropless."""
-        flat = expert_ids.flatten()
-        if self.capacity_factor <= 0:
-            return torch.ones_like(flat, dtype=torch.bool)
-        capacity = int(self.capacity_factor * n_tokens * self.top_k / self.num_experts)
-        one_hot = F.one_hot(flat, self.num_experts)
-        position = (one_hot.cumsum(0) * one_hot).sum(-1) - 1
-        return position < capacity
+        capacity = int(self.capacity_factor * expert_ids.shape[0] * self.top_k / self.num_experts)
+        return every[places_in_experts(flat, self.num_experts)[1] < capacity]
 
     def load_balancing_loss(self, probs: torch.Tensor, expert_ids: torch.Tensor) -> torch.Tensor:
         """Switch loss E * sum_e f_e * P_e (f: share of routed tokens, P: mean router prob)."""
@@ -104,13 +99,17 @@ class MoE(nn.Module):
         return self.num_experts * (f * p).sum()
 
 
+def places_in_experts(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pairs per expert, each pair's place among its expert's pairs, in their order), by one-hot prefix sums."""
+    one_hot = F.one_hot(ids, experts)
+    return one_hot.sum(0), one_hot.cumsum(0, dtype=torch.int32).gather(1, ids[:, None]).squeeze(1) - 1
+
+
 def group_by_expert(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(pairs per expert, the order that groups the pairs by expert, each expert's in their own order): a counting
-    sort by one-hot prefix sums, all on the device (bincount reads the largest id back to the host; argsort's radix
-    sort took 34 µs a layer at 4,096 pairs on an H200, in one thread block)."""
-    one_hot = F.one_hot(ids, experts)
-    counts = one_hot.sum(0)
-    place = (one_hot.cumsum(0) * one_hot).sum(-1) - 1  # among its expert's pairs
+    sort, all on the device (bincount reads the largest id back to the host; argsort's radix sort took 34 µs a layer
+    at 4,096 pairs on an H200, in one thread block)."""
+    counts, place = places_in_experts(ids, experts)
     slot = (counts.cumsum(0) - counts)[ids] + place
     return counts, torch.empty_like(slot).scatter_(0, slot, torch.arange(ids.numel(), device=ids.device))
 

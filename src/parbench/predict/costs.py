@@ -85,19 +85,21 @@ def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per
     rows = gemm_tokens if by_shape else None
     own = sum(calls * m.layers * gemm_call_seconds(cal, 2 * gemm_tokens * p / tp, p * layout.dtype_bytes / tp, rows)
               for p in matrices)
-    experts, expert_params = expert_gemm_seconds(m, cal, gemm_tokens, calls)
+    experts, expert_params = expert_gemm_seconds(layout, cal, gemm_tokens, calls)
     rest = layout.counts.matmul_active - sum(matrices) * m.layers - m.vocab * m.hidden - expert_params
     return own + experts + flops_per_param * rest / cal.matmul_rate(typical_gemm_flops(m, gemm_tokens, tp))
 
 
-def expert_gemm_seconds(m: ModelConfig, cal: Calibration, gemm_tokens: float, calls: float) -> tuple[float, int]:
-    """(seconds, active parameters) of an MoE's experts (replicated over tp): each of a layer's three expert matrices
-    as one grouped GEMM a call over the tokens' top_k rows (models/moe.py), at the rate of its FLOPs plus what a
-    grouped call costs beyond a plain one (Calibration.grouped_gemm_overhead_s)."""
+def expert_gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, calls: float) -> tuple[float, int]:
+    """(seconds, active parameters) of an MoE's experts (replicated over tp, split over ep): each of a layer's three
+    expert matrices as one grouped GEMM a call over the tokens' top_k rows (models/moe.py), a GEMM of its FLOPs
+    reading the rank's experts (gemm_call_seconds), plus what a grouped call costs beyond (grouped_gemm_overhead_s)."""
+    m = layout.cfg.model
     if not m.experts:
         return 0.0, 0
     flops = 2 * gemm_tokens * m.top_k * m.hidden * m.ffn
-    per_call = flops / cal.matmul_rate(flops) + cal.grouped_gemm_overhead_s
+    weights = m.experts // layout.dims.ep * m.hidden * m.ffn * layout.dtype_bytes
+    per_call = gemm_call_seconds(cal, flops, weights) + cal.grouped_gemm_overhead_s
     return 3 * m.layers * calls * per_call, 3 * m.layers * m.top_k * m.hidden * m.ffn
 
 

@@ -270,11 +270,11 @@ def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> 
     block = engine_gemm_weights(layout)
     head = m.vocab * m.hidden
     expert = m.hidden * m.ffn  # w1, w3 and w2 alike
-    reached = 3 * experts_reached(m, layout.cfg.workload.batch_size) if m.experts else 0.0
+    matrices = 3 * experts_reached(m, layout.cfg.workload.batch_size) if m.experts else 0.0  # the reached experts'
     gemms = (m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block)
-             + m.layers * reached * cal.decode_gemm_seconds(expert * itemsize)
+             + m.layers * matrices * cal.decode_gemm_seconds(expert * itemsize)
              + cal.decode_gemm_seconds(head * itemsize / tp) * few_rows_head_factor(layout, cal))
-    read = (m.layers * (sum(block) + reached * expert) + head) * itemsize
+    read = (m.layers * (sum(block) + matrices * expert) + head) * itemsize
     rest = max(0.0, weights - read) / tp / (cal.membw_gbps * 1e9)
     return (gemms + rest) * cal.weight_read_factor
 

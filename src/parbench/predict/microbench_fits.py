@@ -147,12 +147,13 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
             "unaligned_matmul_factor": statistics.median(ratios) if ratios else 1.0}
 
 
-def grouped_gemm_figures(metrics: dict, curve: Calibration) -> dict[str, float]:
-    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N>, 2 M K N FLOPs each) over a plain GEMM's time
-    of their FLOPs on the fitted rate curve: the median of what each took beyond (0.0 without the run)."""
-    beyond = [us * 1e-6 - 2 * m * k * n / curve.matmul_rate(2 * m * k * n) for m, k, n, us in
-              ((*map(int, key.split("/")[1].split("x")), us) for key, us in metrics.items()
-               if key.startswith("matmul_time_us/"))]
+def grouped_gemm_figures(metrics: dict, curve: Calibration, groups: int, itemsize: int) -> dict[str, float]:
+    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices) beyond a plain GEMM
+    of their FLOPs that reads all of them (the fitted rate curve, or the weights at the memory's bandwidth where
+    that is longer): the median (0.0 without the run)."""
+    beyond = [us * 1e-6 - max(2 * m * k * n / curve.matmul_rate(2 * m * k * n), curve.weight_read_seconds(groups * k * n * itemsize))
+              for m, k, n, us in ((*map(int, key.split("/")[1].split("x")), us) for key, us in metrics.items()
+                                  if key.startswith("matmul_time_us/"))]
     return {"grouped_gemm_overhead_s": max(0.0, statistics.median(beyond)) if beyond else 0.0}
 
 

@@ -24,6 +24,7 @@ SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_
 # workload.decode_mode values (docs/inference.md, "Decode speed"); decode_step.decode_options maps them.
 DECODE_MODES = ("auto", "eager", "graph", "compile")
 PREFILL_GRAPH_MAX_TOKENS = 8192  # vLLM's default token budget of a scheduled batch (max_num_batched_tokens)
+GROUPED_GEMM_SM = 9.0  # F.grouped_mm's CUTLASS kernel (sm90, sm100); elsewhere it loops with the offsets on the host
 
 
 @dataclass
@@ -118,8 +119,11 @@ def decode_mode_blocker(mode: str, cfg: Config) -> str | None:
                 "a mask whose length the host reads; model.capacity_factor=0 routes dropless")
     dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
     if cfg.model.experts and dtype != "bf16":
-        return (f"MoE experts in {dtype} run one GEMM per expert, their sizes read by the host (grouped_mm takes "
-                "bf16): set workload.dtype=bf16")
+        return (f"MoE experts in {dtype} run one GEMM per expert, their sizes read by the host (grouped_mm's kernel "
+                "takes bf16): set workload.dtype=bf16")
+    if cfg.model.experts and on_cuda and (cfg.hardware.compute_capability or 0.0) < GROUPED_GEMM_SM:
+        return (f"MoE experts' grouped GEMMs keep their offsets on the device only on sm90 and later (hardware."
+                f"compute_capability={cfg.hardware.compute_capability}); older GPUs read them on the host")
     if on_cuda and cfg.parallel.pp > 1:
         return f"CUDA-graph capture under pipeline stages (parallel.pp={cfg.parallel.pp}) has not run on a GPU yet"
     if cfg.workload.warmup < 1:

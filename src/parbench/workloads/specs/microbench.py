@@ -96,6 +96,9 @@ def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.groups={w.groups}: give 0 (plain GEMMs) or a count that divides every shape's M")
     if w.groups and w.dtype != "bf16":
         raise ConfigError("workload.groups > 0 times F.grouped_mm, which takes bf16: set workload.dtype=bf16")
+    if w.groups and any(k % 8 or n % 8 for _, k, n in w.shapes):
+        raise ConfigError(f"workload.groups > 0 with workload.shapes={w.shapes}: grouped_mm's kernel needs K and N in "
+                          "multiples of 8 (16-byte rows)")
 
 
 @dataclass
