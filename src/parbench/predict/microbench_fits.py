@@ -151,9 +151,10 @@ def grouped_gemm_figures(metrics: dict, curve: Calibration, groups: int, itemsiz
     """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices) beyond a plain GEMM
     of their FLOPs that reads all of them (the fitted rate curve, or the weights at the memory's bandwidth where
     that is longer): the median (0.0 without the run)."""
-    beyond = [us * 1e-6 - max(2 * m * k * n / curve.matmul_rate(2 * m * k * n), curve.weight_read_seconds(groups * k * n * itemsize))
-              for m, k, n, us in ((*map(int, key.split("/")[1].split("x")), us) for key, us in metrics.items()
-                                  if key.startswith("matmul_time_us/"))]
+    beyond = []
+    for rows, nbytes, seconds in timed_gemms(metrics, itemsize):
+        flops = 2 * rows * nbytes / itemsize  # 2 M K N, the weights' bytes K N of them
+        beyond.append(seconds - max(flops / curve.matmul_rate(flops), curve.weight_read_seconds(groups * nbytes)))
     return {"grouped_gemm_overhead_s": max(0.0, statistics.median(beyond)) if beyond else 0.0}
 
 

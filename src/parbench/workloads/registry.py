@@ -12,7 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError, resolve
 from parbench.config.schema import Config, ParallelConfig
-from parbench.dtypes import DTYPE_NAMES
+from parbench.dtypes import DTYPE_NAMES, resolve_dtype
 from parbench.registry import Registry, load_plugins, load_ref
 
 
@@ -109,3 +109,14 @@ def run_workload(spec: WorkloadSpec, cfg: Config, env: Any, reporter: Any) -> di
 
 def plan_workload(spec: WorkloadSpec, cfg: Config, dims: Any) -> dict:
     return spec.plan(cfg, dims) if spec.plan else {}
+
+
+def moe_host_read(cfg: Config) -> str | None:
+    """What an MoE's dispatch (models/moe.py) reads from the routing on the host, which neither a CUDA graph nor a
+    full-graph compile holds, or None: dropless and in bf16 its experts run as grouped GEMMs, offsets on the device."""
+    if cfg.model.capacity_factor > 0:
+        return (f"capacity-limited MoE routing: the capacity limit (model.capacity_factor={cfg.model.capacity_factor}) "
+                "drops tokens by a mask whose length the host reads (model.capacity_factor=0 routes dropless)")
+    dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
+    return None if dtype == "bf16" else (f"in {dtype} the experts run one GEMM each, sized on the host (grouped_mm's "
+                                         "kernel takes bf16: set workload.dtype=bf16)")

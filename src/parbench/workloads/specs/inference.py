@@ -10,10 +10,9 @@ from typing import Callable, Optional
 from parbench.config import ConfigError
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config, ParallelConfig
-from parbench.dtypes import resolve_dtype
 from parbench.registry import Registry, load_ref
 from parbench.workloads.inference import plan
-from parbench.workloads.registry import WORKLOADS, WorkloadSpec, all_ones, check_fields
+from parbench.workloads.registry import WORKLOADS, WorkloadSpec, all_ones, check_fields, moe_host_read
 from parbench.workloads.specs.vllm_engine import validate_vllm
 
 SUMMARY_METRICS = ("ttft_s_p50", "ttft_s_p99", "tpot_s_p50", "tpot_s_p99", "itl_s_p50", "e2e_s_p50",
@@ -114,13 +113,8 @@ def decode_mode_blocker(mode: str, cfg: Config) -> str | None:
     on_cuda = cfg.hardware.device_type == "cuda"
     if mode == "graph" and not on_cuda:
         return f"CUDA graphs need a CUDA device (got {cfg.hardware.device_type})"
-    if cfg.model.experts and cfg.model.capacity_factor > 0:
-        return (f"capacity-limited MoE routing (model.capacity_factor={cfg.model.capacity_factor}) drops tokens by "
-                "a mask whose length the host reads; model.capacity_factor=0 routes dropless")
-    dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
-    if cfg.model.experts and dtype != "bf16":
-        return (f"MoE experts in {dtype} run one GEMM per expert, their sizes read by the host (grouped_mm's kernel "
-                "takes bf16): set workload.dtype=bf16")
+    if cfg.model.experts and (host_read := moe_host_read(cfg)):
+        return host_read
     if cfg.model.experts and on_cuda and (cfg.hardware.compute_capability or 0.0) < GROUPED_GEMM_SM:
         return (f"MoE experts' grouped GEMMs keep their offsets on the device only on sm90 and later (hardware."
                 f"compute_capability={cfg.hardware.compute_capability}); older GPUs read them on the host")

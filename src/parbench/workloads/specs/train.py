@@ -9,10 +9,9 @@ from parbench.config.batch import local_batch, tokens_per_step
 from parbench.config.dims import ParallelDims
 from parbench.config.hardware import require_peak
 from parbench.config.schema import Config
-from parbench.dtypes import resolve_dtype
 from parbench.metrics import flops
 from parbench.models.shapes import param_counts
-from parbench.workloads.registry import WORKLOADS, WorkloadSpec, check_fields
+from parbench.workloads.registry import WORKLOADS, WorkloadSpec, check_fields, moe_host_read
 
 AC_MODES = ("none", "full", "selective")
 OPTIMIZERS = ("adamw", "sgd")
@@ -41,6 +40,14 @@ class TrainWorkload:
     gc_interval: int = 50
 
 
+def moe_compile_blocker(cfg: Config, dims: ParallelDims) -> str | None:
+    """What in this MoE's dispatch the host sizes from the routing (moe_host_read, and expert parallel's
+    all-to-alls), or None."""
+    if dims.ep > 1:
+        return f"expert parallel (parallel.ep={dims.ep}) sizes its all-to-alls from the routing"
+    return moe_host_read(cfg)
+
+
 def validate(cfg: Config, dims: ParallelDims) -> None:
     w = cfg.workload
     check_fields(w, positive=("batch_size", "seq_len", "steps"), non_negative=("warmup_steps", "gc_interval"))
@@ -56,8 +63,8 @@ def validate(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.init=meta with DDP (parallel.dp={dims.dp}, fsdp=1): DDP broadcasts "
                           "materialised weights; use workload.init=full or shard with parallel.fsdp")
     if w.compile and cfg.model.experts and (blocker := moe_compile_blocker(cfg, dims)):
-        raise ConfigError(f"workload.compile=true with an MoE model ({cfg.model.experts} experts): {blocker}, "
-                          "which a full-graph block compile cannot trace; set workload.compile=false")
+        raise ConfigError(f"workload.compile=true with an MoE model ({cfg.model.experts} experts): {blocker}; "
+                          "a full-graph block compile cannot trace that: set workload.compile=false")
     if w.seq_len > cfg.model.max_seq_len:
         raise ConfigError(f"workload.seq_len={w.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}: "
                           "shorten the sequence or raise model.max_seq_len")
@@ -95,14 +102,3 @@ WORKLOADS.register("train")(WorkloadSpec(
                      "energy_j", "avg_power_w", "tokens_per_joule", "cpu_util_pct", "mem_peak_allocated_gb",
                      "loss_final", "predicted_step_time_s", "predicted_step_time_error_pct", "predicted_mem_peak_gb"),
 ))
-
-
-def moe_compile_blocker(cfg: Config, dims: ParallelDims) -> str | None:
-    """What in this MoE's dispatch reads sizes from the routing on the host (models/moe.py), or None: in bf16,
-    dropless and on one expert rank its experts run as grouped GEMMs with offsets on the device."""
-    if cfg.model.capacity_factor > 0:
-        return f"the capacity limit (model.capacity_factor={cfg.model.capacity_factor}) drops tokens by a mask"
-    if dims.ep > 1:
-        return f"expert parallel (parallel.ep={dims.ep}) sizes its all-to-alls from the routing"
-    dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
-    return None if dtype == "bf16" else f"in {dtype} the experts run one GEMM each, sized from the routing"
