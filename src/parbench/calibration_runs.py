@@ -14,6 +14,7 @@ from parbench.predict.layout import Layout
 from parbench.predict.calibration import HOST_STRATEGIES
 from parbench.predict.microbench_fits import PREFILL_GEMM_ROWS
 from parbench.prepare import validate
+from parbench.workloads.specs.inference import GROUPED_GEMM_SM
 
 CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,1024],[256,64,509]]",
              "attention": "[[8,4,2,64,16],[4,4,2,128,16],[2,4,2,256,16],[1,4,2,512,16],[2,4,2,64,16]]", "membw_end": "64M",
@@ -26,6 +27,7 @@ INFER_TINY_PREFIX = "infer_tiny_"
 INFER_GRAPH_PREFIX = "infer_graph_"
 GROUPS = 8  # the grouped_matmul run's experts
 CENSUS_PREFIX, CENSUS_LAYERS = "census_", 8
+MOE_CENSUS = "moe"  # only on GPUs whose grouped GEMMs read their offsets on the device: else its prefill cannot replay
 HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_STEPS = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false"]
@@ -61,9 +63,10 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in PREFILL_GEMM_ROWS for k, n in (
                  (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
                  (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
-             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices) as one grouped GEMM over 64 to 2,048 rows each:
-             # what a grouped call costs beyond a plain GEMM of its FLOPs reading its matrices
-             "grouped_matmul": "[[512,2048,8192],[2048,2048,8192],[8192,2048,8192],[8192,8192,2048],[16384,2048,8192]]",
+             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices, and of half its width) as one grouped GEMM over 64
+             # to 2,048 rows each: the grouped calls' rate curve, which halves at a larger call than a plain GEMM's
+             "grouped_matmul": "[[512,2048,8192],[2048,2048,8192],[4096,2048,8192],[8192,2048,8192],[8192,8192,2048],"
+                               "[16384,2048,8192],[4096,1024,4096],[8192,1024,4096],[8192,4096,1024]]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
@@ -81,8 +84,10 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "depth": ["model.layers=8"], "seq": 2048, "batch": 4, "infer_layers": (4, 16), "infer": ["workload.input_len=128", "workload.output_len=32"],
              "infer_tiny_layers": (4, 16), "infer_graph_layers": (4, 16),
              # other block structures replaying their prefills: how many kernels a layer of each runs (GPT-2's, Qwen3's
-             # with its q/k norms, Llama 2's without grouped KV heads; predict/kernel_census.py)
-             "census": {"gpt2": ["model=gpt2_xl"], "qwen3": ["model=qwen3_1_7b"], "llama_mha": ["model=llama2_7b"]},
+             # with its q/k norms, Llama 2's without grouped KV heads, an MoE's routing and grouped GEMMs where they
+             # replay; predict/kernel_census.py)
+             "census": {"gpt2": ["model=gpt2_xl"], "qwen3": ["model=qwen3_1_7b"], "llama_mha": ["model=llama2_7b"],
+                        MOE_CENSUS: ["model=moe_2_5b"]},
              # the none runs profiled (their kernels by kind: predict/learn.py's device terms), and again at
              # twice the depth: the device's idle gaps per step apart from those per dispatch or layer
              "kernels": ["profile.enabled=true"], "deep": ["model.layers=16"],
@@ -164,7 +169,8 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
            for layers in s.get("infer_graph_layers", ())},
         # and other block structures replaying theirs: the kernels a layer of each runs
         **{f"{CENSUS_PREFIX}{name}": [*infer_run(s, prefill_graph=True), *model, f"model.layers={CENSUS_LAYERS}"]
-           for name, model in s.get("census", {}).items()},
+           for name, model in s.get("census", {}).items()
+           if name != MOE_CENSUS or (cfg.hardware.compute_capability or 0.0) >= GROUPED_GEMM_SM},
         # and on a CPU at a large batch: how fast a decode step reads its KV cache (a GPU's decode attention
         # is the attention run's decode calls)
         **({INFER_KV_RUN: depth_infer_run(s, "kv_cache")} if "kv_cache" in s else {}),

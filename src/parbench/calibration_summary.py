@@ -57,11 +57,19 @@ def kernels_summary(cal: Calibration) -> str:
     return f" (kernels a layer: {counted})" if counted else ""
 
 
+def grouped_summary(cal: Calibration) -> str:
+    """The grouped GEMM's rate curve, where the grouped_matmul run fitted one."""
+    if not cal.grouped_matmul_tflops:
+        return "grouped GEMMs on that curve"
+    return (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, half at "
+            f"{cal.grouped_matmul_half_gflop:.3g} GFLOP")
+
+
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
     link = cal.inter_node if cfg.hardware.nodes > 1 else cal.intra_node
     return "\n".join([
         f"[calibrate] matmul {format_metric('tflops', cal.matmul_tflops)} (half at {cal.matmul_half_gflop:.3g} "
-        f"GFLOP; a grouped call +{format_metric('latency_s', cal.grouped_gemm_overhead_s)}), {attention_summary(cal)}, memory "
+        f"GFLOP; {grouped_summary(cal)}), {attention_summary(cal)}, memory "
         f"{format_metric('membw_gbps', cal.membw_gbps)}, link {format_metric('busbw_gbps', link.busbw_gbps)} + "
         f"{format_metric('latency_s', link.latency_s)}, overlap dp {100 * cal.overlap['dp']:.1f} % fsdp "
         f"{100 * cal.overlap['fsdp']:.1f} %",

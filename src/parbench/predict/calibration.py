@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from parbench.metrics.fits import along, by_count, on_line
+from parbench.metrics.fits import along, by_count, on_line, saturating_rate
 
-VERSION = 3  # 3: decode attention by call shape (2: recompute a share of the blocks' forward; 1: of the whole)
+VERSION = 4  # 4: grouped GEMMs by a rate curve of their own (3: decode attention by call shape; 2: recompute a share)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
 
@@ -76,9 +76,10 @@ class Calibration:
     # An unaligned GEMM's rate (a dimension whose rows are not 16-byte aligned, as GPT-2's 50,257-token
     # vocabulary) over an aligned one's of its size; 1.0 where not measured.
     unaligned_matmul_factor: float = 1.0
-    # A grouped GEMM's time (an MoE's experts, F.grouped_mm) beyond a plain one's of its FLOPs on the rate curve:
-    # the grouped_matmul run's median; 0.0 where not measured
-    grouped_gemm_overhead_s: float = 0.0
+    # A grouped GEMM's rate curve (an MoE's experts, F.grouped_mm), as the two above, from the grouped_matmul run
+    # (it halves its rate at a larger call than a plain GEMM); 0: the plain curve.
+    grouped_matmul_tflops: float = 0.0
+    grouped_matmul_half_gflop: float = 0.0
     membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
     intra_node: LinkFit = field(default_factory=LinkFit)
     inter_node: LinkFit = field(default_factory=LinkFit)
@@ -120,8 +121,7 @@ class Calibration:
     # Element-wise kernels' GB/s of their minimum bytes by eager/compiled, kernel and row width (the elementwise
     # run's; predict/elementwise.py reads them); empty where not measured: membw_gbps for every kernel.
     elementwise_gbps: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
-    # Time over the element-wise minimum at those rates, by eager/compiled (fitted residual).
-    elementwise_factor: Dict[str, float] = field(default_factory=dict)
+    elementwise_factor: Dict[str, float] = field(default_factory=dict)  # time over that minimum (fitted residual)
     # Qwen3's q and k norms (one per head, over head_dim elements) per byte over the rest of the
     # element-wise work, by eager/compiled; 1 where not measured.
     qk_norm_factor: Dict[str, float] = field(default_factory=dict)
@@ -167,12 +167,10 @@ class Calibration:
     # An unaligned decode GEMM's time over an aligned one's of its weights' size (GPT-2's 50,257-token head, which
     # runs a slower kernel: H100, 3.6x), from the decode_matmul run's unaligned shape; 1.0 where not measured.
     decode_unaligned_factor: float = 1.0
-    # A prefill's GEMM of few rows, timed the same way by the prefill_matmul run (a GPU's): seconds of one call by
-    # "ROWSxBYTES" (the weights' bytes), two or more sizes at each of two or more row counts, up to where the
-    # GEMM's FLOPs set its time. Its memory side: read along the sizes at each count (below the smallest as the
-    # smallest, beyond the largest on the last segment), then along the counts (fewer or more rows than the
-    # table's as its fewest or most), never below the weights' read at membw_gbps; a GEMM takes that or its FLOPs
-    # at the rate curve, the longer. Empty where not measured: the weights' read alone.
+    # A prefill's GEMM of few rows, timed so by the prefill_matmul run (a GPU's): seconds of one call by "ROWSxBYTES"
+    # (the weights' bytes), two or more sizes at each of two or more row counts, up to where its FLOPs set its time;
+    # read along the sizes, then the counts, each clamped (prefill_gemm_seconds), never below the weights' read at
+    # membw_gbps; a GEMM takes that or its FLOPs at the rate curve. Empty where not measured: the weights' read.
     prefill_gemm_s: Dict[str, float] = field(default_factory=dict)
     # The engine's decode step reads its weights this many times slower than a stream at membw_gbps, fitted
     # where decode_gemm_s is not measured (with it, 1: those GEMMs' times are the engine's, and what a layer
@@ -197,7 +195,14 @@ class Calibration:
 
     def matmul_rate(self, gemm_flops: float) -> float:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
-        return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
+        return saturating_rate(self.matmul_tflops, self.matmul_half_gflop, gemm_flops)
+
+    def grouped_gemm_seconds(self, flops: float, groups: float, group_weight_bytes: float) -> float:
+        """One grouped GEMM over `groups` matrices: its FLOPs at the grouped rate curve (the plain one where not
+        measured), or each matrix read as a decode GEMM reads it where that is longer (few rows a group)."""
+        tflops, half = ((self.grouped_matmul_tflops, self.grouped_matmul_half_gflop) if self.grouped_matmul_tflops
+                        else (self.matmul_tflops, self.matmul_half_gflop))
+        return max(flops / saturating_rate(tflops, half, flops), groups * self.decode_gemm_seconds(group_weight_bytes))
 
     def decode_gemm_seconds(self, weight_bytes: float) -> float:
         """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""

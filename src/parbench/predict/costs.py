@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from parbench.config.schema import ModelConfig, head_width
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
+from parbench.metrics.inference_cost import experts_reached
 from parbench.predict.calibration import IDLE_UNIT, Calibration, step_mode
 from parbench.predict.elementwise import elementwise_seconds, layer_traffic
 from parbench.predict.layout import Layout
@@ -92,14 +93,14 @@ def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per
 
 def expert_gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, calls: float) -> tuple[float, int]:
     """(seconds, active parameters) of an MoE's experts (replicated over tp, split over ep): each of a layer's three
-    expert matrices as one grouped GEMM a call over the tokens' top_k rows (models/moe.py), a GEMM of its FLOPs
-    reading the rank's experts (gemm_call_seconds), plus what a grouped call costs beyond (grouped_gemm_overhead_s)."""
-    m = layout.cfg.model
+    expert matrices as one grouped GEMM a call over the tokens' top_k rows (models/moe.py) and the rank's experts
+    they reach, at the calibrated grouped GEMM's time (Calibration.grouped_gemm_seconds)."""
+    m, ep = layout.cfg.model, layout.dims.ep
     if not m.experts:
         return 0.0, 0
     flops = 2 * gemm_tokens * m.top_k * m.hidden * m.ffn
-    weights = m.experts // layout.dims.ep * m.hidden * m.ffn * layout.dtype_bytes
-    per_call = gemm_call_seconds(cal, flops, weights) + cal.grouped_gemm_overhead_s
+    reached = experts_reached(m, gemm_tokens * ep) / ep  # each rank's experts take tokens from every ep rank
+    per_call = cal.grouped_gemm_seconds(flops, reached, m.hidden * m.ffn * layout.dtype_bytes)
     return 3 * m.layers * calls * per_call, 3 * m.layers * m.top_k * m.hidden * m.ffn
 
 

@@ -147,15 +147,19 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
             "unaligned_matmul_factor": statistics.median(ratios) if ratios else 1.0}
 
 
-def grouped_gemm_figures(metrics: dict, curve: Calibration, groups: int, itemsize: int) -> dict[str, float]:
-    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices) beyond a plain GEMM
-    of their FLOPs that reads all of them (the fitted rate curve, or the weights at the memory's bandwidth where
-    that is longer): the median (0.0 without the run)."""
-    beyond = []
+def grouped_gemm_figures(metrics: dict, reads: Calibration, groups: int, itemsize: int) -> dict[str, float]:
+    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices) longer than their
+    matrices' reads as decode GEMMs (`reads`: the decode_matmul run's table) -> the grouped rate curve (fit_matmul);
+    none without two such calls: the plain curve."""
+    points = []
     for rows, nbytes, seconds in timed_gemms(metrics, itemsize):
         flops = 2 * rows * nbytes / itemsize  # 2 M K N, the weights' bytes K N of them
-        beyond.append(seconds - max(flops / curve.matmul_rate(flops), curve.weight_read_seconds(groups * nbytes)))
-    return {"grouped_gemm_overhead_s": max(0.0, statistics.median(beyond)) if beyond else 0.0}
+        if seconds > groups * reads.decode_gemm_seconds(nbytes):
+            points.append((flops, flops / seconds / 1e12))
+    if len(points) < 2:
+        return {}
+    tflops, half = fit_matmul(points)
+    return {"grouped_matmul_tflops": tflops, "grouped_matmul_half_gflop": half}
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
