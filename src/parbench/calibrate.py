@@ -116,20 +116,17 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     if not results.get("elementwise"):
         notes.append("no elementwise run: every element-wise kernel at the memory's bandwidth")
     matmul = matmul_figures(results["matmul"])
-    membw = results["membw"]["membw_gbps"]
-    decode_gemms = decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype])
     # the read factors reset: without the runs that fit them the base's would stand in for this machine's; the
     # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
-                  **matmul, **decode_gemms,
-                  **grouped_gemm_figures(results.get("grouped_matmul", {}), Calibration(**decode_gemms, membw_gbps=membw),
-                                         GROUPS, ITEMSIZE[cfg.workload.dtype]),
+                  **matmul, **grouped_gemm_figures(results.get("grouped_matmul", {}), GROUPS, ITEMSIZE[cfg.workload.dtype]),
+                  **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),
                   **attention_figures(results.get("attention", {})),
                   **elementwise_table(results.get("elementwise", {})),
-                  membw_gbps=membw, memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
+                  membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
     eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]
     compiled = host_run(overrides, "host_compiled", results["host_compiled"]) if "host_compiled" in results else None

@@ -62,7 +62,7 @@ def grouped_summary(cal: Calibration) -> str:
     if not cal.grouped_matmul_tflops:
         return "grouped GEMMs on that curve"
     return (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, half at "
-            f"{cal.grouped_matmul_half_gflop:.3g} GFLOP")
+            f"{cal.grouped_matmul_half_gflop:.3g} GFLOP, reads {format_metric('membw_gbps', cal.grouped_read_gbps)}")
 
 
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:

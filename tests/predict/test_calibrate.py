@@ -64,9 +64,9 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
     if name == "elementwise":
         return {f"elementwise_gbps/{mode}/{kernel}/{width}": gbps for mode, kernels in truth.elementwise_gbps.items()
                 for kernel, widths in kernels.items() for width, gbps in widths.items()}
-    if name == "grouped_matmul":  # the call's FLOPs on the grouped curve, or its GROUPS matrices read as decode GEMMs
+    if name == "grouped_matmul":  # the call's FLOPs on the grouped curve, or its GROUPS matrices' read
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
-        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, GROUPS, k * n * 2)
+        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, GROUPS * k * n * 2)
                 for m, k, n in json.loads(run["workload.shapes"])}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
@@ -205,7 +205,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention_s=DECODE_ATTENTION_S, attention_widths=ATTENTION_WIDTHS,
                     decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_unaligned_factor=3.6,
-                    grouped_matmul_tflops=640.0, grouped_matmul_half_gflop=16.0,
+                    grouped_matmul_tflops=640.0, grouped_matmul_half_gflop=16.0, grouped_read_gbps=2500.0,
                     decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
                     prefill_graph_host_s={"per_step": 90e-6, "per_layer": 22e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
@@ -231,8 +231,9 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
             truth_s = truth.decode_attention_call_s(int(kind.split("/")[0]), not kind.endswith("/mha"), blocks, positions)
             assert seconds == pytest.approx(truth_s, rel=1e-6), (kind, shape)
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
-    assert "workload.groups=8" in runs["grouped_matmul"]  # its calls longer than their reads give the grouped curve
-    assert (cal.grouped_matmul_tflops, cal.grouped_matmul_half_gflop) == pytest.approx((640.0, 16.0), rel=1e-3)
+    assert "workload.groups=8" in runs["grouped_matmul"]  # its fastest read, and the grouped curve of the calls beyond it
+    assert (cal.grouped_matmul_tflops, cal.grouped_matmul_half_gflop, cal.grouped_read_gbps) == pytest.approx(
+        (640.0, 16.0, 2500.0), rel=1e-3)
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])

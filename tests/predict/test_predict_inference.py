@@ -114,22 +114,23 @@ def test_an_moe_decode_step_reads_each_expert_matrix_its_tokens_reach_as_a_gemm_
 
 def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_on_its_calibrated_curve():
     """Three expert matrices a layer, three grouped calls each in a training step (forward, backward's two), each its
-    FLOPs on the grouped rate curve, or, with few rows, each expert its tokens reach read as a decode GEMM; no expert
-    also priced as a plain GEMM (the block's own weights, the active experts, the head and the final norm are every
-    active parameter)."""
-    cal = replace(load_calibration("h200"), grouped_matmul_tflops=500.0, grouped_matmul_half_gflop=20.0)
+    FLOPs on the grouped rate curve, or, with few rows, the experts its tokens reach read at the grouped read's rate;
+    no expert also priced as a plain GEMM (the block's own weights, the active experts, the head and the final norm
+    are every active parameter)."""
+    cal = replace(load_calibration("h200"), grouped_matmul_tflops=500.0, grouped_matmul_half_gflop=20.0,
+                  grouped_read_gbps=2000.0)
     cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b",
                   "workload.batch_size=2", "workload.seq_len=2048")
     layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
     tokens, expert_bytes = layout.microbatch_tokens, m.hidden * m.ffn * 2
     flops = 2 * tokens * 2 * m.hidden * m.ffn
     call = flops / (500e12 * flops / (flops + 20e9))
-    assert call > 8 * cal.decode_gemm_seconds(expert_bytes)  # 8,192 rows: their FLOPs set the time
+    assert call > 8 * expert_bytes / 2000e9  # 8,192 rows: their FLOPs set the time
     seconds, params = expert_gemm_seconds(layout, cal, tokens, 3)
     assert seconds == pytest.approx(3 * 16 * 3 * call) and params == 3 * 16 * 2 * m.hidden * m.ffn
-    # one token reaches top_k = 2 experts, each read whole (a curve with a short call's floor: 1 µs)
-    one_token, _ = expert_gemm_seconds(layout, replace(cal, grouped_matmul_half_gflop=0.5), 1, 3)
-    assert one_token == pytest.approx(3 * 16 * 3 * 2 * cal.decode_gemm_seconds(expert_bytes))
+    # one token reaches top_k = 2 experts, each read whole (a curve with a short call's floor: 0.5 µs)
+    one_token, _ = expert_gemm_seconds(layout, replace(cal, grouped_matmul_half_gflop=0.25), 1, 3)
+    assert one_token == pytest.approx(3 * 16 * 3 * 2 * expert_bytes / 2000e9)
     block = sum(math.prod(shape) for name, shape in layout.shapes.block if ".experts." not in name)  # with its norms
     assert layout.counts.matmul_active == block * m.layers + params + m.vocab * m.hidden + m.hidden  # the final norm
 

@@ -21,13 +21,11 @@ ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_
 
 # A GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects).
 SPEC_MATMUL_HALF_GFLOP = 1.0
-# Fraction of each strategy's communication hidden behind compute, measured on 2 H200s (1.5B model,
-# seq 4096; docs/results/2026-11-22_session3.md: dp 86.7%, fsdp 85.4%, tp 0; 2026-11-22_h200x2.md:
-# cp 66.8%, ep 14.2%, pp send/recv 0). ZeRO's bucketed collectives are taken as fsdp's.
+# Fraction of each strategy's communication hidden behind compute, measured on 2 H200s (1.5B model, seq 4096;
+# docs/results/2026-11-22_session3.md, 2026-11-22_h200x2.md). ZeRO's bucketed collectives are taken as fsdp's.
 MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 0.0, "cp": 0.668, "ep": 0.142}
-# Strategies whose wrappers add host work to an eager step's dispatches: tp (DTensor's dispatch of the sharded
-# layers' ops), sp (tp with sequence parallel: its norms and activations' too), fsdp (FSDP2's hooks and copies),
-# cp (the context-parallel attention's dispatch and its ring's exchanges)
+# Strategies whose wrappers add host work to an eager step's dispatches: tp (DTensor's dispatch of the sharded layers'
+# ops), sp (its norms and activations' too), fsdp (FSDP2's hooks and copies), cp (its attention's dispatch and ring)
 HOST_STRATEGIES = ("tp", "sp", "fsdp", "cp")
 # Until measured: selective checkpointing recomputes the forward's element-wise share, full the whole forward.
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
@@ -76,10 +74,11 @@ class Calibration:
     # An unaligned GEMM's rate (a dimension whose rows are not 16-byte aligned, as GPT-2's 50,257-token
     # vocabulary) over an aligned one's of its size; 1.0 where not measured.
     unaligned_matmul_factor: float = 1.0
-    # A grouped GEMM's rate curve (an MoE's experts, F.grouped_mm), as the two above, from the grouped_matmul run
-    # (it halves its rate at a larger call than a plain GEMM); 0: the plain curve.
+    # A grouped GEMM's (an MoE's experts, F.grouped_mm) rate curve, as the two above (it halves at a larger call than
+    # a plain GEMM), and how fast one call reads its matrices (few rows a group): the grouped_matmul run's; 0: plain.
     grouped_matmul_tflops: float = 0.0
     grouped_matmul_half_gflop: float = 0.0
+    grouped_read_gbps: float = 0.0
     membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
     intra_node: LinkFit = field(default_factory=LinkFit)
     inter_node: LinkFit = field(default_factory=LinkFit)
@@ -197,12 +196,13 @@ class Calibration:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return saturating_rate(self.matmul_tflops, self.matmul_half_gflop, gemm_flops)
 
-    def grouped_gemm_seconds(self, flops: float, groups: float, group_weight_bytes: float) -> float:
-        """One grouped GEMM over `groups` matrices: its FLOPs at the grouped rate curve (the plain one where not
-        measured), or each matrix read as a decode GEMM reads it where that is longer (few rows a group)."""
+    def grouped_gemm_seconds(self, flops: float, weight_bytes: float) -> float:
+        """One grouped GEMM call: its FLOPs at the grouped rate curve (the plain one where not measured), or its
+        matrices' `weight_bytes` read at grouped_read_gbps where that is longer (few rows a group)."""
         tflops, half = ((self.grouped_matmul_tflops, self.grouped_matmul_half_gflop) if self.grouped_matmul_tflops
                         else (self.matmul_tflops, self.matmul_half_gflop))
-        return max(flops / saturating_rate(tflops, half, flops), groups * self.decode_gemm_seconds(group_weight_bytes))
+        read_gbps = self.grouped_read_gbps or self.membw_gbps
+        return max(flops / saturating_rate(tflops, half, flops), weight_bytes / (read_gbps * 1e9))
 
     def decode_gemm_seconds(self, weight_bytes: float) -> float:
         """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""

@@ -18,6 +18,9 @@ from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit
 from parbench.predict.comm import BUS_FACTOR
 
 FITTED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+# A grouped call within this factor of its matrices' fastest read is taken as read-bound, not on the rate curve
+# (H200: the 1B's matrices at 256 rows a group took 1.07 times their read at 64, docs/results/2026-11-29_grouped31.md)
+READ_BOUND = 1.25
 
 
 def fit_link(points: list[tuple[float, float]]) -> LinkFit:
@@ -147,19 +150,18 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
             "unaligned_matmul_factor": statistics.median(ratios) if ratios else 1.0}
 
 
-def grouped_gemm_figures(metrics: dict, reads: Calibration, groups: int, itemsize: int) -> dict[str, float]:
-    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices) longer than their
-    matrices' reads as decode GEMMs (`reads`: the decode_matmul run's table) -> the grouped rate curve (fit_matmul);
-    none without two such calls: the plain curve."""
-    points = []
-    for rows, nbytes, seconds in timed_gemms(metrics, itemsize):
-        flops = 2 * rows * nbytes / itemsize  # 2 M K N, the weights' bytes K N of them
-        if seconds > groups * reads.decode_gemm_seconds(nbytes):
-            points.append((flops, flops / seconds / 1e12))
+def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str, float]:
+    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices): the fastest read of
+    their matrices (every call reads them all), and the rate curve (fit_matmul) of those longer than READ_BOUND
+    times that read; empty without two such calls: the plain curve and memory bandwidth."""
+    calls = [(2 * rows * nbytes / itemsize, groups * nbytes, seconds)  # 2 M K N, each matrix's bytes K N of them
+             for rows, nbytes, seconds in timed_gemms(metrics, itemsize)]
+    read = max((b / s for _, b, s in calls), default=0.0)
+    points = [(flops, flops / seconds / 1e12) for flops, nbytes, seconds in calls if seconds > READ_BOUND * nbytes / read]
     if len(points) < 2:
         return {}
     tflops, half = fit_matmul(points)
-    return {"grouped_matmul_tflops": tflops, "grouped_matmul_half_gflop": half}
+    return {"grouped_matmul_tflops": tflops, "grouped_matmul_half_gflop": half, "grouped_read_gbps": read / 1e9}
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
