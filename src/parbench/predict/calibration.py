@@ -201,8 +201,8 @@ class Calibration:
         matrices' `weight_bytes` read at grouped_read_gbps where that is longer (few rows a group)."""
         tflops, half = ((self.grouped_matmul_tflops, self.grouped_matmul_half_gflop) if self.grouped_matmul_tflops
                         else (self.matmul_tflops, self.matmul_half_gflop))
-        read_gbps = self.grouped_read_gbps or self.membw_gbps
-        return max(flops / saturating_rate(tflops, half, flops), weight_bytes / (read_gbps * 1e9))
+        read = weight_bytes / (self.grouped_read_gbps * 1e9) if self.grouped_read_gbps else self.weight_read_seconds(weight_bytes)
+        return max(flops / saturating_rate(tflops, half, flops), read)
 
     def decode_gemm_seconds(self, weight_bytes: float) -> float:
         """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""
