@@ -100,9 +100,11 @@ class MoE(nn.Module):
 
 
 def places_in_experts(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(pairs per expert, each pair's place among its expert's pairs, in their order), by one-hot prefix sums."""
-    one_hot = F.one_hot(ids, experts)
-    return one_hot.sum(0), one_hot.cumsum(0, dtype=torch.int32).gather(1, ids[:, None]).squeeze(1) - 1
+    """(pairs per expert, each pair's place among its expert's pairs, in their order), by one-hot prefix sums along
+    each expert's row (a scan along an inner dimension: along the outer one, CUDA's took 1.26 ms at 8,192 pairs of 8
+    experts on an H200, a quarter of the layer's training step; docs/results/2026-11-29_grouped31.md)."""
+    one_hot = (ids == torch.arange(experts, device=ids.device)[:, None]).int()  # experts x pairs
+    return one_hot.sum(1), one_hot.cumsum(1, dtype=torch.int32).gather(0, ids[None, :]).squeeze(0) - 1
 
 
 def group_by_expert(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, torch.Tensor]:
