@@ -38,7 +38,7 @@ from parbench.predict.microbench_fits import (attention_figures, decode_attentio
                                              elementwise_table, fit_links, grouped_gemm_figures, matmul_figures,
                                              prefill_gemm_figures)
 from parbench.calibration_summary import summary
-from parbench.calibration_runs import (CENSUS_PREFIX, EAGER_HOST_RUNS, GROUPS, INFER_GRAPH_PREFIX, INFER_KV_RUN,
+from parbench.calibration_runs import (CENSUS_PREFIX, MOE_CENSUS, EAGER_HOST_RUNS, GROUPS, INFER_GRAPH_PREFIX, INFER_KV_RUN,
                                       INFER_TINY_PREFIX, benchmark_layout, benchmarks)
 
 FIT_ROUNDS = 12
@@ -113,6 +113,9 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     if cfg.hardware.device_type == "cuda" and not decode_attention_table(results.get("attention", {}))["decode_attention_s"]:
         notes.append("no decode attention calls (two or more lengths at each of two or more block counts of a kind): "
                      "a decode step's KV cache at the memory's bandwidth")
+    if cfg.hardware.device_type == "cuda" and f"{CENSUS_PREFIX}{MOE_CENSUS}" not in results:
+        notes.append(f"no {CENSUS_PREFIX}{MOE_CENSUS} run (an MoE's prefill replays on sm90+): a replayed MoE prefill "
+                     "at the calibration model's figure per layer")
     if not results.get("elementwise"):
         notes.append("no elementwise run: every element-wise kernel at the memory's bandwidth")
     matmul = matmul_figures(results["matmul"])

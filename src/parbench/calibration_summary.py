@@ -58,11 +58,10 @@ def kernels_summary(cal: Calibration) -> str:
 
 
 def grouped_summary(cal: Calibration) -> str:
-    """The grouped GEMM's rate curve, where the grouped_matmul run fitted one."""
-    if not cal.grouped_matmul_tflops:
-        return "grouped GEMMs on that curve"
-    return (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, half at "
-            f"{cal.grouped_matmul_half_gflop:.3g} GFLOP, reads {format_metric('membw_gbps', cal.grouped_read_gbps)}")
+    """The grouped GEMM's rate curve and read, as far as the grouped_matmul run fitted them."""
+    curve = (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, half at {cal.grouped_matmul_half_gflop:.3g} GFLOP"
+             if cal.grouped_matmul_tflops else "grouped GEMMs on that curve")
+    return f"{curve}, reads {format_metric('membw_gbps', cal.grouped_read_gbps or cal.membw_gbps)}"
 
 
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:

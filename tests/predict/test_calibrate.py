@@ -24,7 +24,7 @@ from parbench.models import block_structure
 from parbench.models.shapes import aligned
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
 from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
-from parbench.predict.microbench_fits import decode_gemm_figures, prefill_gemm_figures
+from parbench.predict.microbench_fits import decode_gemm_figures, grouped_gemm_figures, prefill_gemm_figures
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import ATTENTION_WIDTHS, compose
@@ -323,6 +323,20 @@ def test_the_prefill_gemms_fit_keeps_each_rows_and_size_and_needs_two_of_each():
         {"16x8388608": 6e-6, "16x33554432": 16e-6, "256x8388608": 8e-6, "256x33554432": 20e-6, "256x134217728": 20e-6})
     assert prefill_gemm_figures({k: v for k, v in metrics.items() if "/16x" in k}, 2) == {"prefill_gemm_s": {}}
     assert prefill_gemm_figures({**metrics, "matmul_time_us/64x1024x4096": 7.0}, 2) == {"prefill_gemm_s": {}}
+
+
+def test_the_grouped_fit_keeps_its_read_where_too_few_calls_give_a_curve():
+    """Without the run: no grouped figures (the plain curve and membw stand in). Calls all read-bound, or one beyond
+    its read: their fastest read alone. The read is every call's matrices over its time, at the fastest."""
+    assert grouped_gemm_figures({}, 8, 2) == {}
+    read_bound = {"matmul_time_us/64x1024x1024": 10.0, "matmul_time_us/128x1024x1024": 10.5}  # 8 x 2 MiB in 10 µs
+    assert grouped_gemm_figures(read_bound, 8, 2) == pytest.approx({"grouped_read_gbps": 8 * 2 * 1024**2 / 10e-6 / 1e9})
+    one_beyond = {**read_bound, "matmul_time_us/8192x1024x1024": 60.0}
+    assert set(grouped_gemm_figures(one_beyond, 8, 2)) == {"grouped_read_gbps"}
+    cal = replace(load_calibration("h100_sxm"), grouped_matmul_tflops=0.0, grouped_read_gbps=0.0)  # not measured
+    flops, nbytes = 2 * 8192 * 1024 * 1024, 8 * 2 * 1024**2
+    assert cal.grouped_gemm_seconds(flops, nbytes) == pytest.approx(max(flops / cal.matmul_rate(flops),
+                                                                        cal.weight_read_seconds(nbytes)))
 
 
 def test_the_decode_gemms_fit_keeps_every_size_and_the_bandwidth_beyond_the_largest():

@@ -135,6 +135,26 @@ def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_on_its_calibrat
     assert layout.counts.matmul_active == block * m.layers + params + m.vocab * m.hidden + m.hidden  # the final norm
 
 
+def test_moe_experts_split_over_ep_and_in_fp32_run_one_gemm_each():
+    """ep=2: a rank's 4 experts take the tokens of both ranks, so at one token a rank experts_reached(2 tokens) / 2 of
+    them are read; fp32: one plain GEMM per expert reached, over its share of the rows."""
+    from parbench.metrics.inference_cost import experts_reached
+
+    cal = replace(load_calibration("h200"), grouped_matmul_half_gflop=0.25, grouped_read_gbps=2000.0)
+    cfg = compose("hardware=h200", "hardware.gpus_per_node=2", "workload=train", "model=moe_2_5b", "parallel=ep",
+                  "parallel.ep=2")
+    layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
+    assert layout.dims.ep == 2
+    expert_bytes = m.hidden * m.ffn * 2
+    one_token, _ = expert_gemm_seconds(layout, cal, 1, 1)
+    assert one_token == pytest.approx(3 * 16 * experts_reached(m, 2) / 2 * expert_bytes / 2000e9)
+    fp32 = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b", "workload.dtype=fp32")
+    layout = Layout.of(fp32, validate(fp32, None))
+    tokens = layout.microbatch_tokens
+    per_expert = gemm_call_seconds(cal, 2 * tokens * 2 * m.hidden * m.ffn / 8, m.hidden * m.ffn * 4)
+    assert expert_gemm_seconds(layout, cal, tokens, 3)[0] == pytest.approx(3 * 16 * 3 * 8 * per_expert, rel=1e-6)
+
+
 def test_a_head_over_an_unaligned_vocabulary_takes_the_calibrated_factor_in_decode_and_prefill():
     """GPT-2's 50,257-token head runs a slower kernel at a batch's rows: its decode GEMM and the prefill's head
     take decode_unaligned_factor times the aligned figure; an aligned vocabulary's take it as measured."""

@@ -105,11 +105,6 @@ def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
     return AlphaBeta(float(alpha), float(beta), r2, len(size_bytes))
 
 
-def saturating_rate(tflops: float, half_gflop: float, flops: float) -> float:
-    """FLOP/s of a GEMM call of `flops`: `tflops` on large calls, half of it at `half_gflop`."""
-    return tflops * 1e12 * flops / (flops + half_gflop * 1e9)
-
-
 def on_line(x: float, x0: float, y0: float, x1: float, y1: float) -> float:
     """y at x on the line through (x0, y0) and (x1, y1) (y0 where x0 == x1)."""
     return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)

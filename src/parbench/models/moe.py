@@ -103,7 +103,7 @@ def places_in_experts(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, to
     """(pairs per expert, each pair's place among its expert's pairs, in their order), by one-hot prefix sums along
     each expert's row (a scan along an inner dimension: along the outer one, CUDA's took 1.26 ms at 8,192 pairs of 8
     experts on an H200, a quarter of the layer's training step; docs/results/2026-11-29_grouped31.md)."""
-    one_hot = (ids == torch.arange(experts, device=ids.device)[:, None]).int()  # experts x pairs
+    one_hot = ids == torch.arange(experts, device=ids.device)[:, None]  # experts x pairs
     return one_hot.sum(1), one_hot.cumsum(1, dtype=torch.int32).gather(0, ids[None, :]).squeeze(0) - 1
 
 

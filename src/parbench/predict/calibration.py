@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from parbench.metrics.fits import along, by_count, on_line, saturating_rate
+from parbench.metrics.fits import along, by_count, on_line
 
 VERSION = 4  # 4: grouped GEMMs by a rate curve of their own (3: decode attention by call shape; 2: recompute a share)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
@@ -194,7 +194,7 @@ class Calibration:
 
     def matmul_rate(self, gemm_flops: float) -> float:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
-        return saturating_rate(self.matmul_tflops, self.matmul_half_gflop, gemm_flops)
+        return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
 
     def grouped_gemm_seconds(self, flops: float, weight_bytes: float) -> float:
         """One grouped GEMM call: its FLOPs at the grouped rate curve (the plain one where not measured), or its
@@ -202,7 +202,7 @@ class Calibration:
         tflops, half = ((self.grouped_matmul_tflops, self.grouped_matmul_half_gflop) if self.grouped_matmul_tflops
                         else (self.matmul_tflops, self.matmul_half_gflop))
         read = weight_bytes / (self.grouped_read_gbps * 1e9) if self.grouped_read_gbps else self.weight_read_seconds(weight_bytes)
-        return max(flops / saturating_rate(tflops, half, flops), read)
+        return max((flops + half * 1e9) / (tflops * 1e12), read)  # FLOPs at the saturating rate (matmul_rate's form)
 
     def decode_gemm_seconds(self, weight_bytes: float) -> float:
         """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""

@@ -93,14 +93,16 @@ def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per
 
 def expert_gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, calls: float) -> tuple[float, int]:
     """(seconds, active parameters) of an MoE's experts (replicated over tp, split over ep): each of a layer's three
-    expert matrices as one grouped GEMM a call over the tokens' top_k rows (models/moe.py) that reads the rank's
-    experts they reach, at the calibrated grouped GEMM's time (Calibration.grouped_gemm_seconds)."""
+    expert matrices a call over the tokens' top_k rows that reads the rank's experts they reach (models/moe.py). In
+    bf16 one grouped GEMM (Calibration.grouped_gemm_seconds); else one GEMM per expert reached, over its share."""
     m, ep = layout.cfg.model, layout.dims.ep
     if not m.experts:
         return 0.0, 0
     flops = 2 * gemm_tokens * m.top_k * m.hidden * m.ffn
     reached = experts_reached(m, gemm_tokens * ep) / ep  # each rank's experts take tokens from every ep rank
-    per_call = cal.grouped_gemm_seconds(flops, reached * m.hidden * m.ffn * layout.dtype_bytes)
+    expert_bytes = m.hidden * m.ffn * layout.dtype_bytes
+    per_call = (cal.grouped_gemm_seconds(flops, reached * expert_bytes) if layout.dtype == "bf16"
+                else reached * gemm_call_seconds(cal, flops / reached, expert_bytes))
     return 3 * m.layers * calls * per_call, 3 * m.layers * m.top_k * m.hidden * m.ffn
 
 

@@ -152,16 +152,16 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
 
 def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str, float]:
     """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices): the fastest read of
-    their matrices (every call reads them all), and the rate curve (fit_matmul) of those longer than READ_BOUND
-    times that read; empty without two such calls: the plain curve and memory bandwidth."""
-    calls = [(2 * rows * nbytes / itemsize, groups * nbytes, seconds)  # 2 M K N, each matrix's bytes K N of them
-             for rows, nbytes, seconds in timed_gemms(metrics, itemsize)]
-    read = max((b / s for _, b, s in calls), default=0.0)
-    points = [(flops, flops / seconds / 1e12) for flops, nbytes, seconds in calls if seconds > READ_BOUND * nbytes / read]
-    if len(points) < 2:
+    their matrices (every call reads them all), and the rate curve (fit_matmul) of the calls longer than READ_BOUND
+    times their read, where two are; empty without the run: the plain curve and the memory's bandwidth."""
+    calls = [(2 * rows * nbytes / itemsize, groups * nbytes, seconds)  # 2 M K N, a matrix's bytes K N of them
+             for rows, nbytes, seconds in timed_gemms(metrics, itemsize) if seconds > 0]
+    if not calls:
         return {}
-    tflops, half = fit_matmul(points)
-    return {"grouped_matmul_tflops": tflops, "grouped_matmul_half_gflop": half, "grouped_read_gbps": read / 1e9}
+    read = max(read_bytes / seconds for _, read_bytes, seconds in calls)
+    points = [(flops, flops / seconds / 1e12) for flops, read_bytes, seconds in calls if seconds > READ_BOUND * read_bytes / read]
+    curve = dict(zip(("grouped_matmul_tflops", "grouped_matmul_half_gflop"), fit_matmul(points))) if len(points) > 1 else {}
+    return {**curve, "grouped_read_gbps": read / 1e9}
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
