@@ -149,11 +149,12 @@ def block_elementwise_seconds(layout: Layout, cal: Calibration) -> float:
 
 def streamed_bytes(layout: Layout) -> float:
     """The step's element-wise traffic beyond the blocks': the loss's softmax and cross-entropy over fp32
-    logits; the weights cast to the compute dtype."""
+    logits; the weights cast to the compute dtype, and their gradients back (an MoE's every expert: H200, 2.5B MoE,
+    4.1 and 3.2 ms of a compiled step; docs/results/2026-11-29_grouped31.md)."""
     m, d = layout.cfg.model, layout.dims
     tokens = layout.microbatch_tokens * layout.microbatches
     loss = 6 * tokens * m.vocab / d.tp * FP32
-    casts = size(layout.stage) * (FP32 + layout.dtype_bytes) * layout.microbatches if layout.dtype_bytes < FP32 else 0
+    casts = 2 * size(layout.stage) * (FP32 + layout.dtype_bytes) * layout.microbatches if layout.dtype_bytes < FP32 else 0
     return loss + casts
 
 
