@@ -325,6 +325,23 @@ def test_the_weights_casts_are_the_built_models_matmul_weights_in_bf16(name):
     assert weight_cast_bytes(Layout.of(fsdp, validate(fsdp, None))) == (0.0, 0.0)
 
 
+@pytest.mark.parametrize("name", ["tiny", "tiny_moe"])
+def test_a_bf16_step_casts_each_weight_and_its_gradient_once(name):
+    """The step's casts (streamed_bytes) are two a weight: autocast's of each matmul weight to bf16 in the forward and
+    of its gradient back to fp32 in the backward, an MoE's expert stacks among them (counted in a CPU step's trace)."""
+    cfg = compose(f"model={name}")
+    model = build_model(cfg.model, "cpu")
+    weights = {tuple(p.shape) for p in model.parameters() if p.dim() >= 2 and p is not model.tok_embeddings.weight}
+    tokens = torch.randint(0, cfg.model.vocab, (3, 7))
+    with torch.profiler.profile(record_shapes=True) as prof:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(tokens).float().square().mean()
+        loss.backward()
+    casts = [e for e in prof.events() if e.name == "aten::_to_copy" and e.input_shapes and tuple(e.input_shapes[0]) in weights]
+    matmul_weights = sum(1 for p in model.parameters() if p.dim() >= 2 and p is not model.tok_embeddings.weight)
+    assert len(casts) == 2 * matmul_weights
+
+
 def test_dry_run_names_what_does_not_fit_and_what_would(cli):
     proc = cli.run("dry_run=true", "model=llama2_70b", "hardware=h100_sxm", "hardware.gpus_per_node=8",
                    "parallel=fsdp", "workload.seq_len=4096", "workload.batch_size=1")
