@@ -8,9 +8,9 @@ the CLI with the profiler on and record_shapes, then its rank-0 trace is read:
   - compute per profiled step by kind (the run's kernel_time_s/<kind> metrics, as the calibration reads
     them), beside the model's matmul, attention, optimizer and element-wise parts (predict.costs.Compute;
     under checkpointing the measured kinds hold the recompute, which the model keeps apart);
-  - each GEMM shape (aten::mm, addmm, bmm with the kernels they launched): calls per step, achieved
-    TFLOP/s, and the calibrated rate curve's at its FLOPs (Calibration.matmul_rate), so a shape the
-    FLOPs alone misjudge shows. On a CPU trace (no kernels) the op's own time stands in."""
+  - each GEMM shape (aten::mm, addmm, bmm, an MoE's grouped_mm, with the kernels they launched): calls per step, achieved
+    TFLOP/s, and the calibrated rate curve's at its FLOPs (Calibration.matmul_rate; a grouped call's as the model
+    prices an MoE's), so a shape the FLOPs alone misjudge shows. On a CPU trace (no kernels) the op's own time stands in."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 from omegaconf import OmegaConf
 
@@ -41,17 +42,38 @@ BASE = ["hardware.gpus_per_node=1", "parallel=dp", "workload=train", "workload.s
         "profile.enabled=true", "profile.record_shapes=true", "profile.plots=false", "profile.active_steps=2"]
 
 
-def gemm_shape(op_name: str, dims: list) -> tuple[int, int, int, int] | None:
-    """(batch, M, K, N) of a GEMM op from its recorded input dims; None where they do not read as one."""
+class Gemm(NamedTuple):
+    """A GEMM op's shape: batch x M x K x N; a grouped one's (F.grouped_mm) groups and the elements of each group's
+    matrix it reads or writes (its weights' K x N forward, its weight gradients' M x N backward)."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    groups: int = 0
+    matrix: int = 0
+
+    def label(self) -> str:
+        dims = "x".join(map(str, (self.batch, self.m, self.k, self.n)))
+        return f"{self.groups} groups, {dims}" if self.groups else dims
+
+
+def gemm_shape(op_name: str, dims: list) -> Gemm | None:
+    """The GEMM of an op from its recorded input dims; None where they do not read as one."""
     mats = [d for d in dims if isinstance(d, list) and len(d) in (2, 3)]
+    offsets = [d[0] for d in dims if isinstance(d, list) and len(d) == 1] if op_name == "aten::_grouped_mm" else []
     if op_name in ("aten::addmm", "aten::baddbmm"):
         mats = mats[-2:]
-    if op_name == "aten::_grouped_mm" and len(mats) == 2 and (len(mats[0]), len(mats[1])) == (2, 3):
+    grouped_weights = offsets and len(mats) == 2 and (len(mats[0]), len(mats[1])) == (2, 3)
+    if grouped_weights:
         mats = [mats[0], mats[1][1:]]  # the routed rows through each expert's [K, N]: M K N in all
     if len(mats) != 2 or len(mats[0]) != len(mats[1]):
         return None
     (*b, m, k), (*_, k2, n) = mats
-    return (b[0] if b else 1, m, k, n) if k == k2 else None
+    if k != k2:
+        return None
+    groups = offsets[0] if offsets else 0
+    return Gemm(b[0] if b else 1, m, k, n, groups, (k * n if grouped_weights else m * n) if groups else 0)
 
 
 GAP_BINS = ((0, 5), (5, 50), (50, 1e12))  # µs: launch gaps, short host stalls, waits
@@ -73,7 +95,7 @@ def device_gaps(kernels: list, steps: int) -> dict:
             "kernels": len(kernels) / steps, "longest": sorted(gaps, reverse=True)[:6]}
 
 
-def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[tuple, list[float]], dict]:
+def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[Gemm, list[float]], dict]:
     """Compute µs per step by kind (the trace analysis' kernel_time_s metrics), per GEMM shape the µs of
     each call (its kernels summed), and the device's idle gaps (device_gaps; empty on a CPU trace)."""
     events = complete_events(trace)
@@ -88,7 +110,7 @@ def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[tuple,
     gaps = device_gaps(kernels, steps) if kernels else {}
     if not kernels:  # a CPU trace: each GEMM op's own time
         per_op = {ext: op.dur for ext, op in ops.items()}
-    shapes: dict[tuple, list[float]] = defaultdict(list)
+    shapes: dict[Gemm, list[float]] = defaultdict(list)
     for ext, us in per_op.items():
         shape = gemm_shape(ops[ext].name, ops[ext].args.get("Input Dims", []))
         if shape:
@@ -96,11 +118,14 @@ def step_kernels(trace: dict, steps: int) -> tuple[dict[str, float], dict[tuple,
     return kinds, dict(shapes), gaps
 
 
-def model_call_us(cal: Calibration, shape: tuple[int, int, int, int]) -> float:
-    """The model's time of one GEMM of this shape: its FLOPs at the rate curve's, unaligned at its factor."""
-    flops = 2 * math.prod(shape)
+def model_call_us(cal: Calibration, shape: Gemm) -> float:
+    """The model's time of one GEMM of this shape: its FLOPs at the rate curve's, unaligned at its factor; a grouped
+    one's as the model prices an MoE's (Calibration.grouped_gemm_seconds, bf16 matrices)."""
+    flops = 2 * shape.batch * shape.m * shape.k * shape.n
+    if shape.groups:
+        return 1e6 * cal.grouped_gemm_seconds(flops, shape.groups * shape.matrix * 2)
     seconds = flops / cal.matmul_rate(flops)
-    return 1e6 * (seconds if aligned(shape[1:]) else seconds / cal.unaligned_matmul_factor)
+    return 1e6 * (seconds if aligned((shape.m, shape.k, shape.n)) else seconds / cal.unaligned_matmul_factor)
 
 
 def run_case(overrides: list[str], work: Path) -> tuple[dict, dict, str]:
@@ -134,14 +159,14 @@ def print_case(overrides: list[str], metrics: dict, kinds: dict, shapes: dict, g
         for us, before, after in gaps["longest"]:
             print(f"      {us:8.1f} µs after {before[:60]} before {after[:60]}")
     steps = cfg.profile.active_steps
-    print(f"  {'batch x M x K x N':>26} {'calls':>5} {'µs a call':>9} {'TFLOP/s':>8} {'model µs':>8} {'model/meas':>10}")
+    print(f"  {'batch x M x K x N':>36} {'calls':>5} {'µs a call':>9} {'TFLOP/s':>8} {'model µs':>8} {'model/meas':>10}")
     total_meas = total_model = 0.0
     for shape, calls in sorted(shapes.items(), key=lambda kv: -sum(kv[1])):
         us = sum(calls) / len(calls)
         model_us = model_call_us(cal, shape)
         total_meas, total_model = total_meas + sum(calls) / steps, total_model + model_us * len(calls) / steps
-        print(f"  {'x'.join(map(str, shape)):>26} {len(calls) / steps:5.0f} {us:9.1f} "
-              f"{2 * math.prod(shape) / us / 1e6:8.1f} {model_us:8.1f} {model_us / us:10.3f}")
+        print(f"  {shape.label():>36} {len(calls) / steps:5.0f} {us:9.1f} "
+              f"{2 * math.prod(shape[:4]) / us / 1e6:8.1f} {model_us:8.1f} {model_us / us:10.3f}")
     if total_meas:
         print(f"  GEMM ops a step: {total_meas / 1e3:.2f} ms measured, {total_model / 1e3:.2f} ms at the model's rate "
               f"per shape ({total_model / total_meas - 1:+.1%}); the model's matmul part {c.matmul_s * 1e3:.2f} ms")
