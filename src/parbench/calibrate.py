@@ -29,7 +29,8 @@ from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
 from parbench.predict.calibration import HOST_STRATEGIES, Calibration
-from parbench.predict.calibration_file import CALIBRATION_DIR, save_calibration, user_calibration_dir
+from parbench.predict.calibration_file import (CALIBRATION_DIR, calibration_path, load_calibration, save_calibration,
+                                              user_calibration_dir)
 from parbench.predict.profiles import calibration_for
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.kernel_census import kernels_per_layer, priced_per_kernel
@@ -197,11 +198,16 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
 
 
 def base_calibration(cfg: Config) -> Calibration:
-    """What the runs do not measure (the other link scope, strategies other than dp/fsdp) comes
-    from the current profile or the spec figures; blank where the hardware config has none."""
+    """What the runs do not measure (the other link scope, strategies other than dp/fsdp) comes from the current
+    profile, else (one this parbench cannot read, as an older version's) the shipped profile, else the spec figures;
+    blank where the hardware config has none."""
     try:
         return replace(calibration_for(cfg.hardware, cfg.workload.dtype, None), hardware=cfg.hardware.name)
-    except ConfigError:
+    except ConfigError as e:
+        shipped = CALIBRATION_DIR / f"{cfg.hardware.name}.yaml"
+        if calibration_path(cfg.hardware.name) != shipped and shipped.exists():
+            print(f"[calibrate] {e}: what no run here measures starts from {shipped}", flush=True)
+            return replace(load_calibration(str(shipped)), hardware=cfg.hardware.name)
         return Calibration(hardware=cfg.hardware.name)
 
 

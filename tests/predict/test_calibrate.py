@@ -147,6 +147,22 @@ def test_one_device_calibration_saves_a_profile_outside_the_source_tree(monkeypa
     mine.unlink()
 
 
+def test_a_profile_of_an_older_version_is_recalibrated_from_the_shipped_one(monkeypatch, tmp_path, capsys):
+    """The user's profile from an older parbench cannot be read: calibrate says so and keeps what no run measures on
+    one device (the link, the overlap) from the shipped profile, not from blank figures."""
+    mine = user_calibration_dir() / "cpu.yaml"
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text((CONF_DIR / "calibrations" / "cpu.yaml").read_text().replace("version: 4", "version: 3"))
+    monkeypatch.setattr(subprocess, "run", FakeRuns(ONE_CPU))
+    try:
+        assert calibrate.main([*ONE_CPU, "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]) == 0
+        assert "has version 3" in capsys.readouterr().out
+        shipped = load_calibration(str(CONF_DIR / "calibrations" / "cpu.yaml"))
+        assert load_calibration("cpu").intra_node == shipped.intra_node and shipped.intra_node.busbw_gbps > 0
+    finally:
+        mine.unlink()
+
+
 def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path):
     """One device's runs give back the figures that made them, and keep the base's host figures on several ranks
     (only several ranks measure them), saying so."""
