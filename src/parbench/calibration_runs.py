@@ -64,7 +64,8 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
                  (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
                  (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
              # an MoE's experts (GROUPS of the 1B Llama's MLP matrices, and of half its width) as one grouped GEMM over 64
-             # to 2,048 rows each: the grouped calls' rate curve, which halves at a larger call than a plain GEMM's
+             # to 2,048 rows each, split as a router splits them: the grouped calls' rate curve, which halves at a larger
+             # call than a plain GEMM's
              "grouped_matmul": "[[512,2048,8192],[2048,2048,8192],[4096,2048,8192],[8192,2048,8192],[8192,8192,2048],"
                                "[16384,2048,8192],[4096,1024,4096],[8192,1024,4096],[8192,4096,1024]]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
@@ -149,7 +150,7 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
         **{name: ["workload=matmul", f"workload.shapes={s[name]}", "workload.b_transposed=true", "workload.graph_calls=40",
                   "workload.iters=20"] for name in ("decode_matmul", "prefill_matmul") if name in s},
         **({"grouped_matmul": ["workload=matmul", f"workload.shapes={s['grouped_matmul']}", f"workload.groups={GROUPS}",
-                               "workload.iters=20"]} if "grouped_matmul" in s else {}),
+                               "workload.routed_groups=true", "workload.iters=20"]} if "grouped_matmul" in s else {}),
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         "elementwise": ["workload=elementwise", *s["elementwise"]],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",

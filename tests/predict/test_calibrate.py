@@ -247,7 +247,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
             truth_s = truth.decode_attention_call_s(int(kind.split("/")[0]), not kind.endswith("/mha"), blocks, positions)
             assert seconds == pytest.approx(truth_s, rel=1e-6), (kind, shape)
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
-    assert "workload.groups=8" in runs["grouped_matmul"]  # its fastest read, and the grouped curve of the calls beyond it
+    assert {"workload.groups=8", "workload.routed_groups=true"} <= set(runs["grouped_matmul"])  # as a router splits rows
     assert (cal.grouped_matmul_tflops, cal.grouped_matmul_half_gflop, cal.grouped_read_gbps) == pytest.approx(
         (640.0, 16.0, 2500.0), rel=1e-3)
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve

@@ -100,8 +100,8 @@ def test_matmul_with_b_held_as_a_linear_weight_times_each_shape(cli):
 
 
 def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
-    """groups: M rows split evenly over the groups' K x N matrices (held N x K where b_transposed), as an MoE's
-    experts run; each group's rows come out as a plain matmul gives them."""
+    """groups: M rows split evenly (or, routed, as a router splits them) over the groups' K x N matrices (held N x K
+    where b_transposed), as an MoE's experts run; each group's rows come out as a plain matmul gives them."""
     import torch
 
     from parbench.workloads.microbench.matmul import grouped_multiply
@@ -109,6 +109,13 @@ def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
     a, b = torch.randn(12, 8, dtype=torch.bfloat16), torch.randn(3, 5, 8, dtype=torch.bfloat16)
     out = grouped_multiply(12, 3, True, torch.device("cpu"))(a, b)
     torch.testing.assert_close(out, torch.cat([a[4 * g:4 * g + 4] @ b[g].T for g in range(3)]))
+    # routed: the seeded split a router would give (uneven), each group's rows through its own matrix
+    a = torch.randn(30, 8, dtype=torch.bfloat16)
+    counts = torch.randint(3, (30,), generator=torch.Generator().manual_seed(0)).bincount(minlength=3).tolist()
+    assert counts != [10, 10, 10] and sum(counts) == 30
+    starts = [sum(counts[:g]) for g in range(3)]
+    out = grouped_multiply(30, 3, True, torch.device("cpu"), routed=True)(a, b)
+    torch.testing.assert_close(out, torch.cat([a[s:s + c] @ b[g].T for g, (s, c) in enumerate(zip(starts, counts))]))
 
 
 def test_grouped_matmul_runs_and_refuses_what_grouped_mm_cannot(cli):

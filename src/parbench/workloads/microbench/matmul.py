@@ -1,5 +1,6 @@
 """Dense matmul throughput C = A B (A: M x K, B: K x N) per device, against the hardware's peak; with
-groups > 0, a grouped GEMM (F.grouped_mm: M rows split evenly over that many K x N matrices, an MoE's experts).
+groups > 0, a grouped GEMM (F.grouped_mm: M rows split over that many K x N matrices, an MoE's experts: evenly, or
+with routed_groups as a router spreads tokens).
 
     matmul_tflops        = 2 M K N / time, time = median over `iters` calls, each bracketed by
                            its own CUDA events (no synchronize between calls), after warm-up;
@@ -53,7 +54,7 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
     w = cfg.workload
     inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes), w.b_transposed, w.graph_calls,
                             w.groups)
-    multiply = grouped_multiply(shape[0], w.groups, w.b_transposed, env.device) if w.groups else (
+    multiply = grouped_multiply(shape[0], w.groups, w.b_transposed, env.device, w.routed_groups) if w.groups else (
         F.linear if w.b_transposed else torch.mm)
 
     def call(i: int) -> None:
@@ -67,10 +68,14 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
     return statistics.median(time_each(call, w.iters, env.device, warmup=w.warmup_iters))
 
 
-def grouped_multiply(m: int, groups: int, b_transposed: bool, device: torch.device):
-    """A @ B[g] over each group's even share of A's m rows, as one F.grouped_mm (an MoE layer's experts; B held
-    groups x N x K and used transposed where b_transposed, as models/moe.py holds them: groups x K x N)."""
-    offs = torch.arange(1, groups + 1, device=device, dtype=torch.int32) * (m // groups)
+def grouped_multiply(m: int, groups: int, b_transposed: bool, device: torch.device, routed: bool = False):
+    """A @ B[g] over each group's share of A's m rows, as one F.grouped_mm (an MoE layer's experts; B held groups x N
+    x K and used transposed where b_transposed, as models/moe.py holds them: groups x K x N). The shares are even,
+    or where `routed` as a balanced router spreads tokens: each row to a random group (seeded), so that the shares,
+    as an MoE's, are rarely whole tiles (H200: its 2048 x 2816 experts at 4,096 rows, 81 µs even, 102 routed)."""
+    counts = (torch.randint(groups, (m,), generator=torch.Generator().manual_seed(0)).bincount(minlength=groups)
+              if routed else torch.full((groups,), m // groups))
+    offs = counts.cumsum(0).to(device=device, dtype=torch.int32)
 
     def multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return F.grouped_mm(a, b.transpose(-2, -1) if b_transposed else b, offs=offs)

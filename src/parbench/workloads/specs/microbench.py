@@ -74,6 +74,7 @@ class MatmulWorkload:
     b_transposed: bool = False  # B held N x K and used transposed, as nn.Linear holds its weight: F.linear(A, B)
     graph_calls: int = 0  # >0 (GPUs): that many calls replayed as one CUDA graph, as an engine's decode step
     groups: int = 0  # >0: A's M rows split evenly over that many K x N matrices in one grouped GEMM (an MoE's experts)
+    routed_groups: bool = False  # with groups: the rows split as a balanced router spreads random tokens (seeded)
 
 
 def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
