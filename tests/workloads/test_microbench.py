@@ -120,9 +120,9 @@ def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
 
 def test_grouped_matmul_runs_and_refuses_what_grouped_mm_cannot(cli):
     cli.run("workload=matmul", "workload.shapes=[[64,32,48]]", "workload.groups=4", "workload.dtype=bf16",
-            "workload.rotate_bytes=1M", "workload.iters=3", "workload.warmup_iters=1")
+            "workload.routed_groups=true", "workload.rotate_bytes=1M", "workload.iters=3", "workload.warmup_iters=1")
     run = cli.runs().iloc[0]
-    assert run.status == "FINISHED" and run["params.workload.groups"] == "4"
+    assert run.status == "FINISHED" and run["params.workload.groups"] == "4" and run["params.workload.routed_groups"] == "True"
     seconds = run["metrics.matmul_time_us/64x32x48"] * 1e-6
     assert run["metrics.matmul_tflops/64x32x48"] == pytest.approx(2 * 64 * 32 * 48 / seconds / 1e12)
     for overrides, message in ((["workload.groups=3", "workload.dtype=bf16"], "divides every shape's M"),
