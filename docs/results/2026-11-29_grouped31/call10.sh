@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # issue 31, 2026-11-29 (eighteenth session), call 10 (one H200, another host): the calibration's grouped_matmul run
-# (routed splits) twice on one host, to see how far its fitted figures move between runs and hosts (call 9's host:
-# 686 TFLOP/s, half at 25.2 GFLOP, reads 2.7 TB/s).
+# (routed splits) on another host, to see how far its fitted figures move between hosts (call 9's host: 686 TFLOP/s,
+# half at 25.2 GFLOP, reads 2.7 TB/s). The second pass found the first FINISHED in the store and did not run (no
+# resume=false): one pass came back.
 G=$(nvidia-smi --query-gpu=name,serial --format=csv,noheader); echo "call: $G" | tee $OUT/gpu.txt
 case "$G" in *H200*) ;; *) exit 3;; esac
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/src || exit
