@@ -109,13 +109,17 @@ def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
     a, b = torch.randn(12, 8, dtype=torch.bfloat16), torch.randn(3, 5, 8, dtype=torch.bfloat16)
     out = grouped_multiply(12, 3, True, torch.device("cpu"))(a, b)
     torch.testing.assert_close(out, torch.cat([a[4 * g:4 * g + 4] @ b[g].T for g in range(3)]))
-    # routed: the seeded split a router would give (uneven), each group's rows through its own matrix
+    # routed: each call the next seeded split a router would give (uneven), each group's rows through its own matrix
     a = torch.randn(30, 8, dtype=torch.bfloat16)
-    counts = torch.randint(3, (30,), generator=torch.Generator().manual_seed(0)).bincount(minlength=3).tolist()
-    assert counts != [10, 10, 10] and sum(counts) == 30
-    starts = [sum(counts[:g]) for g in range(3)]
-    out = grouped_multiply(30, 3, True, torch.device("cpu"), routed=True)(a, b)
-    torch.testing.assert_close(out, torch.cat([a[s:s + c] @ b[g].T for g, (s, c) in enumerate(zip(starts, counts))]))
+    multiply = grouped_multiply(30, 3, True, torch.device("cpu"), routed=True)
+    splits = []
+    for seed in (0, 1):
+        counts = torch.randint(3, (30,), generator=torch.Generator().manual_seed(seed)).bincount(minlength=3).tolist()
+        starts = [sum(counts[:g]) for g in range(3)]
+        torch.testing.assert_close(multiply(a, b), torch.cat([a[s:s + c] @ b[g].T
+                                                              for g, (s, c) in enumerate(zip(starts, counts))]))
+        splits.append(counts)
+    assert splits[0] != splits[1] and [10, 10, 10] not in splits
 
 
 def test_grouped_matmul_runs_and_refuses_what_grouped_mm_cannot(cli):

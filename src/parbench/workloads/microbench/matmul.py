@@ -14,6 +14,7 @@ F.linear(A, B), as a model's nn.Linear multiplies by its weight."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 
@@ -68,16 +69,24 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
     return statistics.median(time_each(call, w.iters, env.device, warmup=w.warmup_iters))
 
 
+# Seeded router-like splits a routed grouped call cycles through: one split's time depends on which shares are
+# whole tiles (H200, the 2.5B MoE's 4,096 x 2048 x 2816: 82 and 102 µs for two splits of the same spread)
+ROUTED_SPLITS = 8
+
+
 def grouped_multiply(m: int, groups: int, b_transposed: bool, device: torch.device, routed: bool = False):
     """A @ B[g] over each group's share of A's m rows, as one F.grouped_mm (an MoE layer's experts; B held groups x N
     x K and used transposed where b_transposed, as models/moe.py holds them: groups x K x N). The shares are even,
-    or where `routed` as a balanced router spreads tokens: each row to a random group (seeded), so that the shares,
-    as an MoE's, are rarely whole tiles (H200: its 2048 x 2816 experts at 4,096 rows, 81 µs even, 102 routed)."""
-    counts = (torch.randint(groups, (m,), generator=torch.Generator().manual_seed(0)).bincount(minlength=groups)
-              if routed else torch.full((groups,), m // groups))
-    offs = counts.cumsum(0).to(device=device, dtype=torch.int32)
+    or where `routed` as a balanced router spreads tokens: each row to a random group, each call the next of
+    ROUTED_SPLITS seeded splits, so that the shares, as an MoE's, are rarely whole tiles (H200: the 2.5B MoE's 2048 x
+    2816 experts at 4,096 rows, 81 µs even, 102 as its router split them)."""
+    splits = ([torch.randint(groups, (m,), generator=torch.Generator().manual_seed(seed)).bincount(minlength=groups)
+               for seed in range(ROUTED_SPLITS)] if routed else [torch.full((groups,), m // groups)])
+    offsets = [counts.cumsum(0).to(device=device, dtype=torch.int32) for counts in splits]
+    calls = itertools.count()
 
     def multiply(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        offs = offsets[next(calls) % len(offsets)]
         return F.grouped_mm(a, b.transpose(-2, -1) if b_transposed else b, offs=offs)
     return multiply
 
