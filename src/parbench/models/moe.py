@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from parbench.config.schema import ModelConfig
+from parbench.dtypes import GROUPED_DTYPE, torch_dtype
 
 
 class GroupedExperts(nn.Module):
@@ -26,7 +27,7 @@ class GroupedExperts(nn.Module):
         grouped_mm reads them on the host. x is cast once for w1 and w3, so their input gradients add in bf16."""
         dtype = matmul_dtype(x)
         x, w1, w2, w3 = (t.to(dtype) for t in (x, self.w1, self.w2, self.w3))
-        if dtype != torch.bfloat16:  # grouped_mm's kernel (and its compiled form) take bf16: one GEMM per expert
+        if dtype != torch_dtype(GROUPED_DTYPE):  # one GEMM per expert
             chunks = torch.split(x, counts.tolist(), dim=0)
             weights = zip(w1.unbind(0), w3.unbind(0), w2.unbind(0))  # unbind's backward stacks the experts' gradients
             return torch.cat([swiglu(chunk, *w) for chunk, w in zip(chunks, weights)], dim=0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parbench.config.schema import ModelConfig, head_width
+from parbench.dtypes import GROUPED_DTYPE
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.metrics.inference_cost import experts_reached
 from parbench.predict.calibration import IDLE_UNIT, Calibration, step_mode
@@ -101,7 +102,7 @@ def expert_gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, ca
     flops = 2 * gemm_tokens * m.top_k * m.hidden * m.ffn
     reached = experts_reached(m, gemm_tokens * ep) / ep  # each rank's experts take tokens from every ep rank
     expert_bytes = m.hidden * m.ffn * layout.dtype_bytes
-    per_call = (cal.grouped_gemm_seconds(flops, reached * expert_bytes) if layout.dtype == "bf16"
+    per_call = (cal.grouped_gemm_seconds(flops, reached * expert_bytes) if layout.dtype == GROUPED_DTYPE
                 else reached * gemm_call_seconds(cal, flops / reached, expert_bytes))
     return 3 * m.layers * calls * per_call, 3 * m.layers * m.top_k * m.hidden * m.ffn
 

@@ -12,7 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from parbench.config import ConfigError, resolve
 from parbench.config.schema import Config, ParallelConfig
-from parbench.dtypes import DTYPE_NAMES, resolve_dtype
+from parbench.dtypes import DTYPE_NAMES, GROUPED_DTYPE, resolve_dtype
 from parbench.registry import Registry, load_plugins, load_ref
 
 
@@ -118,5 +118,5 @@ def moe_host_read(cfg: Config) -> str | None:
         return (f"capacity-limited MoE routing: the capacity limit (model.capacity_factor={cfg.model.capacity_factor}) "
                 "drops tokens by a mask whose length the host reads (model.capacity_factor=0 routes dropless)")
     dtype = resolve_dtype(cfg.workload.dtype, cfg.hardware.device_type)
-    return None if dtype == "bf16" else (f"in {dtype} the experts run one GEMM each, sized on the host (grouped_mm's "
+    return None if dtype == GROUPED_DTYPE else (f"in {dtype} the experts run one GEMM each, sized on the host (grouped_mm's "
                                          "kernel takes bf16: set workload.dtype=bf16)")
