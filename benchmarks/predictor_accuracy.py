@@ -54,6 +54,12 @@ def train(model: str, seq: int, batch: int, compiled: bool, ac: str, *extra: str
             f"workload.compile={str(compiled).lower()}", f"workload.activation_checkpointing={ac}", *extra]
 
 
+def infer(model: str, batch: int, input_len: int, output_len: int = 64) -> list[str]:
+    base = [o for o in INFER if not o.startswith("workload.output_len=")]
+    return [*base, f"model={model}", f"workload.input_len={input_len}", f"workload.batch_size={batch}",
+            f"workload.output_len={output_len}"]
+
+
 CASES = {
     "train": [
         train("llama3_2_1b", 4096, 2, False, "none"), train("llama3_2_1b", 4096, 2, True, "none"),
@@ -70,7 +76,7 @@ CASES = {
         train("gpt2_xl", 1024, 4, False, "full"), train("llama3_2_1b", 8192, 1, True, "selective"),
         train("qwen3_1_7b", 4096, 1, False, "selective"),
     ],
-    "infer": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+    "infer": [infer(m, b, n)
               for m, b, n in (("llama3_2_1b", 1, 512), ("llama3_2_1b", 32, 512), ("qwen3_1_7b", 8, 512), ("gpt2_xl", 4, 512),
                               # added with the prefill graph (2026-11-26): other lengths and batches, and the
                               # graph's largest prefill (8192 tokens)
@@ -79,11 +85,11 @@ CASES = {
     "unseen_train": [train("gpt2_xl", 2048, 2, False, "selective", "model.max_seq_len=2048"),
                      train("gpt2_xl", 1024, 8, True, "none"), train("gpt2_xl", 512, 8, False, "none"),
                      train("llama3_2_1b", 2048, 4, False, "none"), train("qwen3_1_7b", 1024, 8, True, "full")],
-    "unseen_infer": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+    "unseen_infer": [infer(m, b, n)
                      for m, b, n in (("gpt2_xl", 32, 512), ("gpt2_xl", 16, 768), ("qwen3_1_7b", 16, 1024),
                                      ("llama3_2_1b", 8, 4096))],
     # short prompts, 64-256 tokens a sequence, where a prefill's kernels are short and their fixed costs count (2026-11-29)
-    "unseen_short": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+    "unseen_short": [infer(m, b, n)
                      for m, b, n in (("gpt2_xl", 1, 128), ("llama3_2_1b", 1, 128), ("qwen3_1_7b", 1, 128),
                                      ("llama3_2_1b", 2, 64), ("gpt2_xl", 8, 128), ("qwen3_1_7b", 4, 256))],
     # eager checkpointed steps of each family at shapes on no list, measured after the replay's host cost became a
@@ -93,11 +99,18 @@ CASES = {
                       train("gpt2_xl", 1024, 2, False, "selective"), train("llama3_2_1b", 4096, 1, False, "full")],
     # models no calibration run and no list has (2026-11-29): 7-8B dense models' inference (hidden 4096, MHA and GQA)
     # and the 2.5B MoE's; the MoE's training steps, eager and compiled
-    "unseen_models": [[*INFER, f"model={m}", f"workload.input_len={n}", f"workload.batch_size={b}"]
+    "unseen_models": [infer(m, b, n)
                       for m, b, n in (("llama2_7b", 1, 512), ("llama3_8b", 8, 1024), ("qwen3_8b", 4, 512),
                                       ("moe_2_5b", 4, 512), ("llama2_7b", 16, 256))],
     "unseen_moe": [train("moe_2_5b", 2048, 2, False, "none"), train("moe_2_5b", 1024, 4, False, "selective"),
                    train("moe_2_5b", 2048, 2, True, "none")],
+    # larger models, batches and decodes than any list before (2026-11-29, session 19): a 7B's training step on one GPU,
+    # 16k tokens a step, a 512-token decode, 13B and 47B (Mixtral, 8 experts) inference, an 8000-token prompt
+    "unseen_scale": [train("llama3_2_1b", 1024, 16, False, "none"), train("qwen3_1_7b", 8192, 1, False, "full"),
+                     train("gpt2_xl", 1024, 16, True, "selective"), train("llama3_2_1b", 2048, 1, True, "none"),
+                     train("llama2_7b", 1024, 1, False, "full"), train("qwen3_1_7b", 2048, 4, True, "full"),
+                     infer("llama3_2_1b", 8, 512, 512), infer("qwen3_8b", 2, 4096), infer("llama2_13b", 4, 512),
+                     infer("gpt2_xl", 2, 960), infer("llama3_8b", 1, 8000), infer("mixtral_8x7b", 1, 256)],
     "train2": [[*TRAIN2, f"parallel={p}", *shape] for shape in (["model=llama3_2_1b", "workload.seq_len=2048", "workload.batch_size=4"],
                                                                  ["model=tiny", "workload.seq_len=256", "workload.batch_size=4"])
                for p in ("dp", "fsdp", "tp", "sp", "cp")],
@@ -111,7 +124,7 @@ CASES = {
 ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "train:11", "train:2", "train:3", "infer:1",
          "train:6", "train:7", "infer:2", "train:8", "train:9", "train:12", "infer:3", "train:13", "train:14",
          "infer:4", "infer:5", "infer:6", "infer:7",
-         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay", "short", "models", "moe")
+         *(f"unseen_{kind}:{i}" for kind in ("train", "infer", "replay", "short", "models", "moe", "scale")
            for i in range(len(CASES[f"unseen_{kind}"]))),
          *(f"train2:{i}" for i in range(len(CASES["train2"]))),
          *(f"{kind}:{i}" for kind in ("cpu_train", "cpu_infer") for i in range(len(CASES[kind]))))
@@ -119,11 +132,12 @@ ORDER = ("train:0", "train:1", "infer:0", "train:4", "train:5", "train:10", "tra
 
 BASES = {"train": TRAIN, "train2": TRAIN2, "infer": INFER, "unseen_train": TRAIN, "unseen_infer": INFER,
          "unseen_replay": TRAIN, "unseen_short": INFER,
-         "unseen_models": INFER, "unseen_moe": TRAIN, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
+         "unseen_models": INFER, "unseen_moe": TRAIN,
+         "unseen_scale": TRAIN + INFER, "cpu_train": CPU_TRAIN, "cpu_infer": CPU_INFER}
 
 
-def is_inference(kind: str) -> bool:
-    return BASES[kind] in (INFER, CPU_INFER)
+def is_inference(overrides: list[str]) -> bool:
+    return "workload=inference" in overrides
 
 
 def measure(overrides: list[str], job_dir: Path, uri: str) -> dict | None:
@@ -205,7 +219,7 @@ def row(kind: str, overrides: list[str], measured: dict, cal_ref: str | None) ->
     cfg = compose_config(overrides)
     dims = validate(cfg, None)
     cal = load_calibration(cal_ref) if cal_ref else calibration_for(cfg.hardware, cfg.workload.dtype, None)
-    if is_inference(kind):
+    if is_inference(overrides):
         p = predict_inference(cfg, dims, cal)
         return {"kind": kind, "case": label(kind, overrides), "calibration": p.calibration,
                 "a": ("TTFT", p.ttft_s, measured["ttft_s_p50"]), "b": ("TPOT", p.tpot_s, measured["tpot_s_p50"])}
@@ -232,8 +246,8 @@ def markdown(rows: list[dict]) -> str:
 
 def summary(rows: list[dict]) -> list[str]:
     lines = []
-    for kind in dict.fromkeys(r["kind"] for r in rows):
-        kind_rows = [r for r in rows if r["kind"] == kind]
+    for kind, first in dict.fromkeys((r["kind"], r["a"][0]) for r in rows):  # a kind may hold steps and inference
+        kind_rows = [r for r in rows if (r["kind"], r["a"][0]) == (kind, first)]
         for part in ("a", "b"):
             errors = [abs(error_pct(*r[part][1:])) for r in kind_rows]
             what = {"step": "step time", "peak": "peak memory"}.get(kind_rows[0][part][0], kind_rows[0][part][0])
