@@ -110,7 +110,9 @@ CASES = {
                      train("gpt2_xl", 1024, 16, True, "selective"), train("llama3_2_1b", 2048, 1, True, "none"),
                      train("llama2_7b", 1024, 1, False, "full"), train("qwen3_1_7b", 2048, 4, True, "full"),
                      infer("llama3_2_1b", 8, 512, 512), infer("qwen3_8b", 2, 4096), infer("llama2_13b", 4, 512),
-                     infer("gpt2_xl", 2, 960), infer("llama3_8b", 1, 8000), infer("mixtral_8x7b", 1, 256)],
+                     infer("gpt2_xl", 2, 960), infer("llama3_8b", 1, 8000), infer("mixtral_8x7b", 1, 256),
+                     # after the grouped roofline (the same session): the MoEs' decode of few tokens and more
+                     infer("moe_2_5b", 1, 512), infer("mixtral_8x7b", 4, 256), infer("mixtral_8x7b", 16, 512)],
     "train2": [[*TRAIN2, f"parallel={p}", *shape] for shape in (["model=llama3_2_1b", "workload.seq_len=2048", "workload.batch_size=4"],
                                                                  ["model=tiny", "workload.seq_len=256", "workload.batch_size=4"])
                for p in ("dp", "fsdp", "tp", "sp", "cp")],

@@ -63,11 +63,12 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in PREFILL_GEMM_ROWS for k, n in (
                  (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
                  (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
-             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices, and of half its width) as one grouped GEMM over 64
-             # to 2,048 rows each, split as a router splits them: the grouped calls' rate curve, which halves at a larger
-             # call than a plain GEMM's
-             "grouped_matmul": "[[512,2048,8192],[2048,2048,8192],[4096,2048,8192],[8192,2048,8192],[8192,8192,2048],"
-                               "[16384,2048,8192],[4096,1024,4096],[8192,1024,4096],[8192,4096,1024]]",
+             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices, and of half its width) as one grouped GEMM over 2
+             # to 16,384 rows, split as a router splits them: from a decode step's few rows, which read only the matrices
+             # given rows, through the ridge (about 256 rows a group) to compute-bound calls: the grouped roofline
+             "grouped_matmul": "[[2,2048,8192],[8,2048,8192],[32,2048,8192],[128,2048,8192],[8,8192,2048],[2,1024,4096],"
+                               "[16,1024,4096],[512,2048,8192],[2048,2048,8192],[4096,2048,8192],[8192,2048,8192],"
+                               "[8192,8192,2048],[16384,2048,8192],[4096,1024,4096],[8192,1024,4096],[8192,4096,1024]]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"

@@ -104,14 +104,14 @@ def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
     where b_transposed), as an MoE's experts run; each group's rows come out as a plain matmul gives them."""
     import torch
 
-    from parbench.workloads.microbench.matmul import grouped_multiply
+    from parbench.workloads.microbench.matmul import grouped_multiply, groups_read, row_splits
 
     a, b = torch.randn(12, 8, dtype=torch.bfloat16), torch.randn(3, 5, 8, dtype=torch.bfloat16)
-    out = grouped_multiply(12, 3, True, torch.device("cpu"))(a, b)
+    out = grouped_multiply(row_splits(12, 3, False), True, torch.device("cpu"))(a, b)
     torch.testing.assert_close(out, torch.cat([a[4 * g:4 * g + 4] @ b[g].T for g in range(3)]))
     # routed: each call the next seeded split a router would give (uneven), each group's rows through its own matrix
     a = torch.randn(30, 8, dtype=torch.bfloat16)
-    multiply = grouped_multiply(30, 3, True, torch.device("cpu"), routed=True)
+    multiply = grouped_multiply(row_splits(30, 3, True), True, torch.device("cpu"))
     splits = []
     for seed in (0, 1):
         counts = torch.randint(3, (30,), generator=torch.Generator().manual_seed(seed)).bincount(minlength=3).tolist()
@@ -120,15 +120,22 @@ def test_grouped_matmul_multiplies_each_group_by_its_own_matrix():
                                                               for g, (s, c) in enumerate(zip(starts, counts))]))
         splits.append(counts)
     assert splits[0] != splits[1] and [10, 10, 10] not in splits
+    # of few rows, some groups get none: a call reads only the matrices of those given rows (an MoE's reached experts)
+    assert groups_read(row_splits(30, 3, True)) == 3 and groups_read(row_splits(12, 3, False)) == 3
+    few = row_splits(8, 8, True)
+    assert groups_read(few) == pytest.approx(sum(int((c > 0).sum()) for c in few) / len(few))
+    assert 3 <= groups_read(few) < 8  # 8 rows at random reach about 5 of 8 groups
 
 
 def test_grouped_matmul_runs_and_refuses_what_grouped_mm_cannot(cli):
-    cli.run("workload=matmul", "workload.shapes=[[64,32,48]]", "workload.groups=4", "workload.dtype=bf16",
+    cli.run("workload=matmul", "workload.shapes=[[64,32,48],[2,32,48]]", "workload.groups=4", "workload.dtype=bf16",
             "workload.routed_groups=true", "workload.rotate_bytes=1M", "workload.iters=3", "workload.warmup_iters=1")
     run = cli.runs().iloc[0]
     assert run.status == "FINISHED" and run["params.workload.groups"] == "4" and run["params.workload.routed_groups"] == "True"
     seconds = run["metrics.matmul_time_us/64x32x48"] * 1e-6
     assert run["metrics.matmul_tflops/64x32x48"] == pytest.approx(2 * 64 * 32 * 48 / seconds / 1e12)
+    # the matrices a call reads: every group's of 64 rows, one or two of 2 rows (a decode step's experts)
+    assert run["metrics.matmul_groups_read/64x32x48"] == 4 and 1 <= run["metrics.matmul_groups_read/2x32x48"] <= 2
     for overrides, message in ((["workload.groups=3", "workload.dtype=bf16"], "divides every shape's M"),
                                (["workload.groups=4"], "F.grouped_mm, which takes bf16"),
                                (["workload.groups=4", "workload.dtype=bf16", "workload.shapes=[[64,30,48]]"],

@@ -14,13 +14,12 @@ from typing import Dict, Optional
 
 from parbench.metrics.fits import along, by_count, on_line
 
-VERSION = 4  # 4: grouped GEMMs by a rate curve of their own (3: decode attention by call shape; 2: recompute a share)
+VERSION = 5  # 5: grouped GEMMs on a smooth roofline (4: a rate curve; 3: decode attention by shape; 2: recompute a share)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
 
 
-# A GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects).
-SPEC_MATMUL_HALF_GFLOP = 1.0
+SPEC_MATMUL_HALF_GFLOP = 1.0  # a GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects)
 # Fraction of each strategy's communication hidden behind compute, measured on 2 H200s (1.5B model, seq 4096;
 # docs/results/2026-11-22_session3.md, 2026-11-22_h200x2.md). ZeRO's bucketed collectives are taken as fsdp's.
 MEASURED_OVERLAP = {"dp": 0.867, "fsdp": 0.854, "zero": 0.854, "tp": 0.0, "pp": 0.0, "cp": 0.668, "ep": 0.142}
@@ -36,8 +35,7 @@ IDLE_UNIT = {"eager": "per_dispatch", "compiled": "per_layer"}
 
 
 def step_mode(compiled: bool) -> str:
-    """The key of the figures by kind of step: eager or compiled."""
-    return "compiled" if compiled else "eager"
+    return "compiled" if compiled else "eager"  # the key of the figures by kind of step
 
 
 def mode_key(compiled: bool, checkpointing: str) -> str:
@@ -74,11 +72,13 @@ class Calibration:
     # An unaligned GEMM's rate (a dimension whose rows are not 16-byte aligned, as GPT-2's 50,257-token
     # vocabulary) over an aligned one's of its size; 1.0 where not measured.
     unaligned_matmul_factor: float = 1.0
-    # A grouped GEMM's (an MoE's experts, F.grouped_mm) rate curve, as the two above (it halves at a larger call than
-    # a plain GEMM), and how fast one call reads its matrices (few rows a group): the grouped_matmul run's; 0: plain.
+    # A grouped GEMM's (an MoE's experts, F.grouped_mm) roofline: its rate, how fast it reads the matrices of the groups
+    # given rows, a call's fixed cost, and the exponent of the smooth maximum of its FLOPs' and its read's times (1: their
+    # sum; large: the longer): the grouped_matmul run's (microbench_fits.grouped_gemm_figures); 0: plain GEMMs'.
     grouped_matmul_tflops: float = 0.0
-    grouped_matmul_half_gflop: float = 0.0
     grouped_read_gbps: float = 0.0
+    grouped_call_s: float = 0.0
+    grouped_roofline_p: float = 0.0
     membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
     intra_node: LinkFit = field(default_factory=LinkFit)
     inter_node: LinkFit = field(default_factory=LinkFit)
@@ -197,12 +197,13 @@ class Calibration:
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
 
     def grouped_gemm_seconds(self, flops: float, weight_bytes: float) -> float:
-        """One grouped GEMM call: its FLOPs at the grouped rate curve (the plain one where not measured), or its
-        matrices' `weight_bytes` read at grouped_read_gbps where that is longer (few rows a group)."""
-        tflops, half = ((self.grouped_matmul_tflops, self.grouped_matmul_half_gflop) if self.grouped_matmul_tflops
-                        else (self.matmul_tflops, self.matmul_half_gflop))
-        read = weight_bytes / (self.grouped_read_gbps * 1e9) if self.grouped_read_gbps else self.weight_read_seconds(weight_bytes)
-        return max((flops + half * 1e9) / (tflops * 1e12), read)  # FLOPs at the saturating rate (matmul_rate's form)
+        """One grouped GEMM call reading `weight_bytes` of matrices (few rows a group: its reached experts'); where not
+        measured, its FLOPs at the plain rate curve or that read at the memory's bandwidth, the longer."""
+        if not self.grouped_matmul_tflops:
+            return max(flops / self.matmul_rate(flops), self.weight_read_seconds(weight_bytes))
+        compute, read, p = (flops / (self.grouped_matmul_tflops * 1e12), weight_bytes / (self.grouped_read_gbps * 1e9),
+                            self.grouped_roofline_p)
+        return self.grouped_call_s + (compute ** p + read ** p) ** (1 / p)
 
     def decode_gemm_seconds(self, weight_bytes: float) -> float:
         """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""
@@ -225,8 +226,7 @@ class Calibration:
         at = [(count, along(points, max(weight_bytes, points[0][0]))) for count, points in sizes.items()]
         return max(self.weight_read_seconds(weight_bytes), along(at, min(max(rows, min(sizes)), max(sizes))))
 
-    def weight_read_seconds(self, weight_bytes: float) -> float:
-        """Weights streamed at membw_gbps (0 where the profile has no bandwidth)."""
+    def weight_read_seconds(self, weight_bytes: float) -> float:  # at membw_gbps (0 where the profile has none)
         return weight_bytes / (self.membw_gbps * 1e9) if self.membw_gbps else 0.0
 
     def attention_at(self, head_dim: int) -> dict[str, float]:

@@ -34,7 +34,7 @@ from parbench.models.shapes import aligned, numel
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
-from parbench.predict.costs import gemm_call_seconds, gemm_seconds
+from parbench.predict.costs import expert_gemm_seconds, gemm_call_seconds, gemm_seconds
 from parbench.predict.elementwise import elementwise_seconds, layer_traffic
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
@@ -263,18 +263,18 @@ def engine_gemm_weights(layout: Layout) -> list[int]:
 
 def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> float:
     """A decode step's weights on one tp rank, times the engine's read factor: every layer's GEMMs and the head's,
-    each at the calibrated time of a GEMM of its size (Calibration.decode_gemm_seconds), an MoE's grouped GEMMs
-    (replicated over tp) as one of each expert matrix its tokens reach (H200: 8 experts read in 41-48 µs, 8 plain
-    GEMMs of one in 50, docs/results/2026-11-29_models31.md); the rest of `weights` at the memory's bandwidth."""
+    each at the calibrated time of a GEMM of its size (Calibration.decode_gemm_seconds), an MoE's experts (replicated
+    over tp) as the grouped calls that read the experts its tokens reach (costs.expert_gemm_seconds: H200, Mixtral's
+    at 2.5-2.7 TB/s where a plain GEMM of one reads 4.3, docs/results/2026-11-29_scale31.md); the rest of `weights`
+    at the memory's bandwidth."""
     m, tp, itemsize = layout.cfg.model, layout.dims.tp, layout.dtype_bytes
     block = engine_gemm_weights(layout)
     head = m.vocab * m.hidden
-    expert = m.hidden * m.ffn  # w1, w3 and w2 alike
-    matrices = 3 * experts_reached(m, layout.cfg.workload.batch_size) if m.experts else 0.0  # the reached experts'
-    gemms = (m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block)
-             + m.layers * matrices * cal.decode_gemm_seconds(expert * itemsize)
+    experts, _ = expert_gemm_seconds(layout, cal, layout.cfg.workload.batch_size, 1)
+    gemms = (m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block) + experts
              + cal.decode_gemm_seconds(head * itemsize / tp) * few_rows_head_factor(layout, cal))
-    read = (m.layers * (sum(block) + matrices * expert) + head) * itemsize
+    reached = 3 * experts_reached(m, layout.cfg.workload.batch_size) * m.hidden * m.ffn if m.experts else 0.0
+    read = (m.layers * (sum(block) + reached) + head) * itemsize
     rest = max(0.0, weights - read) / tp / (cal.membw_gbps * 1e9)
     return (gemms + rest) * cal.weight_read_factor
 

@@ -11,16 +11,13 @@ from itertools import accumulate
 from typing import Any
 
 from parbench.config.schema import HardwareConfig
-from parbench.metrics.fits import by_count, fit_alpha_beta, fit_line, fit_relative, two_at_two
+from parbench.metrics.fits import by_count, fit_alpha_beta, fit_line, fit_relative, fit_smooth_roofline, two_at_two
 from parbench.metrics.flops import attended_positions
 from parbench.models.shapes import aligned
 from parbench.predict.calibration import ATTENTION_FIELDS, Calibration, LinkFit
 from parbench.predict.comm import BUS_FACTOR
 
 FITTED_OPS = ("all_reduce", "all_gather", "reduce_scatter")
-# A grouped call within this factor of its matrices' fastest read is taken as read-bound, not on the rate curve
-# (H200: the 1B's matrices at 256 rows a group took 1.07 times their read at 64, docs/results/2026-11-29_grouped31.md)
-READ_BOUND = 1.25
 
 
 def fit_link(points: list[tuple[float, float]]) -> LinkFit:
@@ -151,17 +148,17 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
 
 
 def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str, float]:
-    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices): the fastest read of
-    their matrices (every call reads them all), and the rate curve (fit_matmul) of the calls longer than READ_BOUND
-    times their read, where two are; empty without the run: the plain curve and the memory's bandwidth."""
-    calls = [(2 * rows * nbytes / itemsize, groups * nbytes, seconds)  # 2 M K N, a matrix's bytes K N of them
-             for rows, nbytes, seconds in timed_gemms(metrics, itemsize) if seconds > 0]
-    if not calls:
+    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices, of which it reads
+    matmul_groups_read/<shape>: those given rows) on a smooth roofline (metrics.fits.fit_smooth_roofline); empty
+    without the run, or with fewer calls than its figures: plain GEMMs' figures stand in."""
+    shapes = [key.split("/", 1)[1] for key in metrics if key.startswith("matmul_time_us/")]
+    calls = [(2 * m * k * n, metrics.get(f"matmul_groups_read/{shape}", groups) * k * n * itemsize,
+              metrics[f"matmul_time_us/{shape}"] * 1e-6) for shape in shapes for m, k, n in [map(int, shape.split("x"))]]
+    fit = fit_smooth_roofline(*zip(*calls)) if len(calls) >= 4 else None
+    if fit is None:
         return {}
-    read = max(read_bytes / seconds for _, read_bytes, seconds in calls)
-    points = [(flops, flops / seconds / 1e12) for flops, read_bytes, seconds in calls if seconds > READ_BOUND * read_bytes / read]
-    curve = dict(zip(("grouped_matmul_tflops", "grouped_matmul_half_gflop"), fit_matmul(points))) if len(points) > 1 else {}
-    return {**curve, "grouped_read_gbps": read / 1e9}
+    return {"grouped_matmul_tflops": fit.flops_per_s / 1e12, "grouped_read_gbps": fit.bytes_per_s / 1e9,
+            "grouped_call_s": fit.fixed_s, "grouped_roofline_p": fit.p}
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:

@@ -55,7 +55,7 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
     w = cfg.workload
     inputs = rotated_inputs(shape, dtype, env.device, parse_size(w.rotate_bytes), w.b_transposed, w.graph_calls,
                             w.groups)
-    multiply = grouped_multiply(shape[0], w.groups, w.b_transposed, env.device, w.routed_groups) if w.groups else (
+    multiply = grouped_multiply(row_splits(shape[0], w.groups, w.routed_groups), w.b_transposed, env.device) if w.groups else (
         F.linear if w.b_transposed else torch.mm)
 
     def call(i: int) -> None:
@@ -74,14 +74,22 @@ def measure_shape(cfg: Config, env: DistEnv, shape: list[int], dtype: torch.dtyp
 ROUTED_SPLITS = 8
 
 
-def grouped_multiply(m: int, groups: int, b_transposed: bool, device: torch.device, routed: bool = False):
-    """A @ B[g] over each group's share of A's m rows, as one F.grouped_mm (an MoE layer's experts; B held groups x N
-    x K and used transposed where b_transposed, as models/moe.py holds them: groups x K x N). The shares are even,
-    or where `routed` as a balanced router spreads tokens: each row to a random group, each call the next of
-    ROUTED_SPLITS seeded splits, so that the shares, as an MoE's, are rarely whole tiles (H200: the 2.5B MoE's 2048 x
-    2816 experts at 4,096 rows, 81 µs even, 102 as its router split them)."""
-    splits = ([torch.randint(groups, (m,), generator=torch.Generator().manual_seed(seed)).bincount(minlength=groups)
-               for seed in range(ROUTED_SPLITS)] if routed else [torch.full((groups,), m // groups)])
+def row_splits(m: int, groups: int, routed: bool) -> list[torch.Tensor]:
+    """Each group's share of m rows: even, or where `routed` as a balanced router spreads tokens: each row to a random
+    group, ROUTED_SPLITS seeded splits, so that the shares, as an MoE's, are rarely whole tiles (H200: the 2.5B MoE's
+    2048 x 2816 experts at 4,096 rows, 81 µs even, 102 as its router split them) and, of few rows, some groups get none."""
+    return ([torch.randint(groups, (m,), generator=torch.Generator().manual_seed(seed)).bincount(minlength=groups)
+             for seed in range(ROUTED_SPLITS)] if routed else [torch.full((groups,), m // groups)])
+
+
+def groups_read(splits: list[torch.Tensor]) -> float:
+    """Matrices a call reads, on average over the splits: those of the groups given rows (an MoE's reached experts)."""
+    return statistics.mean(int((counts > 0).sum()) for counts in splits)
+
+
+def grouped_multiply(splits: list[torch.Tensor], b_transposed: bool, device: torch.device):
+    """A @ B[g] over each group's share of A's rows, as one F.grouped_mm (an MoE layer's experts; B held groups x N
+    x K and used transposed where b_transposed, as models/moe.py holds them: groups x K x N), each call the next split."""
     offsets = [counts.cumsum(0).to(device=device, dtype=torch.int32) for counts in splits]
     calls = itertools.count()
 
@@ -99,11 +107,12 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     for i, shape in enumerate(w.shapes):
         seconds = rank_mean(measure_shape(cfg, env, shape, dtype), env.device)
         tflops = 2 * math.prod(shape) / seconds / 1e12
-        point = {"matmul_tflops": tflops, "matmul_peak_fraction": tflops / peak, "matmul_time_us": seconds * 1e6}
+        point = {"matmul_tflops": tflops, "matmul_peak_fraction": tflops / peak, "matmul_time_us": seconds * 1e6,
+                 **({"matmul_groups_read": groups_read(row_splits(shape[0], w.groups, w.routed_groups))} if w.groups else {})}
         points.append({"shape": shape_name(shape), "flops": 2 * math.prod(shape), **point})
         reporter.step(i, len(w.shapes), shape_name(shape), **point)
     metrics = {f"{k}/{p['shape']}": p[k] for p in points for k in ("matmul_tflops", "matmul_peak_fraction",
-                                                                     "matmul_time_us")}
+                                                                     "matmul_time_us", "matmul_groups_read") if k in p}
     biggest = max(points, key=lambda p: p["flops"])
     metrics.update(matmul_tflops=biggest["matmul_tflops"], matmul_peak_fraction=biggest["matmul_peak_fraction"],
                    matmul_tflops_max=max(p["matmul_tflops"] for p in points), peak_tflops=peak)

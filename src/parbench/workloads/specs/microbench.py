@@ -93,8 +93,9 @@ def validate_matmul(cfg: Config, dims: ParallelDims) -> None:
         raise ConfigError(f"workload.graph_calls={w.graph_calls}: give 0 (each call timed alone) or a positive count")
     if w.graph_calls:
         require_gpus(cfg, "with workload.graph_calls > 0 replays CUDA graphs", "Set workload.graph_calls=0.")
-    if w.groups < 0 or any(m % w.groups for m, _, _ in w.shapes if w.groups):
-        raise ConfigError(f"workload.groups={w.groups}: give 0 (plain GEMMs) or a count that divides every shape's M")
+    if w.groups < 0 or (not w.routed_groups and any(m % w.groups for m, _, _ in w.shapes if w.groups)):
+        raise ConfigError(f"workload.groups={w.groups}: give 0 (plain GEMMs) or a count that divides every shape's M "
+                          "(or split the rows as a router does: workload.routed_groups=true)")
     if w.groups and w.dtype != "bf16":
         raise ConfigError("workload.groups > 0 times F.grouped_mm, which takes bf16: set workload.dtype=bf16")
     if w.groups and any(k % 8 or n % 8 for _, k, n in w.shapes):
