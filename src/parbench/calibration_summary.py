@@ -58,10 +58,12 @@ def kernels_summary(cal: Calibration) -> str:
 
 
 def grouped_summary(cal: Calibration) -> str:
-    """The grouped GEMM's rate curve and read, as far as the grouped_matmul run fitted them."""
-    curve = (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, half at {cal.grouped_matmul_half_gflop:.3g} GFLOP"
-             if cal.grouped_matmul_tflops else "grouped GEMMs on that curve")
-    return f"{curve}, reads {format_metric('membw_gbps', cal.grouped_read_gbps or cal.membw_gbps)}"
+    """The grouped GEMMs' roofline, where the grouped_matmul run fitted it."""
+    if not cal.grouped_matmul_tflops:
+        return "grouped GEMMs on that curve"
+    return (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, reads "
+            f"{format_metric('membw_gbps', cal.grouped_read_gbps)}, {cal.grouped_call_s * 1e6:.1f} µs a call, "
+            f"p {cal.grouped_roofline_p:.2g}")
 
 
 def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
