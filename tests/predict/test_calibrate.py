@@ -22,7 +22,7 @@ from parbench.metrics import KERNEL_TIME
 from parbench.metrics.flops import attended_positions
 from parbench.models import block_structure
 from parbench.models.shapes import aligned
-from parbench.predict.calibration import ATTENTION_FIELDS, Calibration
+from parbench.predict.calibration import ATTENTION_FIELDS, VERSION, Calibration
 from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
 from parbench.predict.microbench_fits import decode_gemm_figures, grouped_gemm_figures, prefill_gemm_figures
 from parbench.predict.inference import predict_inference
@@ -55,6 +55,11 @@ def unaligned_factor(truth: Calibration, dims: tuple[int, int]) -> float:
     return 1.0 if aligned(dims) else truth.decode_unaligned_factor
 
 
+def groups_read(rows: int) -> float:
+    """The groups a router's rows reach, on average (of few rows, not all)."""
+    return GROUPS * (1 - (1 - 1 / GROUPS) ** rows)
+
+
 def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUTH) -> dict:
     """What the run would measure on a machine that `truth` describes exactly."""
     if name == "matmul":
@@ -64,10 +69,12 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
     if name == "elementwise":
         return {f"elementwise_gbps/{mode}/{kernel}/{width}": gbps for mode, kernels in truth.elementwise_gbps.items()
                 for kernel, widths in kernels.items() for width, gbps in widths.items()}
-    if name == "grouped_matmul":  # the call's FLOPs on the grouped curve, or its GROUPS matrices' read
+    if name == "grouped_matmul":  # each call on the grouped roofline, reading the matrices of the groups given rows
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
-        return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, GROUPS * k * n * 2)
-                for m, k, n in json.loads(run["workload.shapes"])}
+        shapes = json.loads(run["workload.shapes"])
+        return {**{f"matmul_groups_read/{m}x{k}x{n}": groups_read(m) for m, k, n in shapes},
+                **{f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, groups_read(m) * k * n * 2)
+                   for m, k, n in shapes}}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
         return {f"matmul_time_us/{m}x{k}x{n}": 1e6 * (truth.decode_gemm_seconds(2 * k * n) * unaligned_factor(truth, (k, n))
@@ -152,7 +159,7 @@ def test_a_profile_of_an_older_version_is_recalibrated_from_the_shipped_one(monk
     one device (the link, the overlap) from the shipped profile, not from blank figures."""
     mine = user_calibration_dir() / "cpu.yaml"
     mine.parent.mkdir(parents=True, exist_ok=True)
-    mine.write_text((CONF_DIR / "calibrations" / "cpu.yaml").read_text().replace("version: 4", "version: 3"))
+    mine.write_text((CONF_DIR / "calibrations" / "cpu.yaml").read_text().replace(f"version: {VERSION}", "version: 3"))
     monkeypatch.setattr(subprocess, "run", FakeRuns(ONE_CPU))
     try:
         assert calibrate.main([*ONE_CPU, "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]) == 0
@@ -221,7 +228,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention_s=DECODE_ATTENTION_S, attention_widths=ATTENTION_WIDTHS,
                     decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_unaligned_factor=3.6,
-                    grouped_matmul_tflops=640.0, grouped_matmul_half_gflop=16.0, grouped_read_gbps=2500.0,
+                    grouped_matmul_tflops=640.0, grouped_read_gbps=2500.0, grouped_call_s=12e-6, grouped_roofline_p=2.5,
                     decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
                     prefill_graph_host_s={"per_step": 90e-6, "per_layer": 22e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
@@ -248,8 +255,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
             assert seconds == pytest.approx(truth_s, rel=1e-6), (kind, shape)
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
     assert {"workload.groups=8", "workload.routed_groups=true"} <= set(runs["grouped_matmul"])  # as a router splits rows
-    assert (cal.grouped_matmul_tflops, cal.grouped_matmul_half_gflop, cal.grouped_read_gbps) == pytest.approx(
-        (640.0, 16.0, 2500.0), rel=1e-3)
+    assert (cal.grouped_matmul_tflops, cal.grouped_read_gbps, cal.grouped_call_s, cal.grouped_roofline_p) == pytest.approx(
+        (640.0, 2500.0, 12e-6, 2.5), rel=1e-3)
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
@@ -341,18 +348,34 @@ def test_the_prefill_gemms_fit_keeps_each_rows_and_size_and_needs_two_of_each():
     assert prefill_gemm_figures({**metrics, "matmul_time_us/64x1024x4096": 7.0}, 2) == {"prefill_gemm_s": {}}
 
 
-def test_the_grouped_fit_keeps_its_read_where_too_few_calls_give_a_curve():
-    """Without the run: no grouped figures (the plain curve and membw stand in). Calls all read-bound, or one beyond
-    its read: their fastest read alone. The read is every call's matrices over its time, at the fastest."""
+def test_the_grouped_roofline_needs_four_calls_and_takes_the_matrices_each_call_reads():
+    """Without the run, or with fewer calls than the roofline's four figures: no grouped figures (the plain curve and
+    membw stand in). Each call's read is its matrices of groups given rows (matmul_groups_read), all of them in a
+    ledger from before that metric. A roofline is refused on load unless whole."""
     assert grouped_gemm_figures({}, 8, 2) == {}
-    read_bound = {"matmul_time_us/64x1024x1024": 10.0, "matmul_time_us/128x1024x1024": 10.5}  # 8 x 2 MiB in 10 µs
-    assert grouped_gemm_figures(read_bound, 8, 2) == pytest.approx({"grouped_read_gbps": 8 * 2 * 1024**2 / 10e-6 / 1e9})
-    one_beyond = {**read_bound, "matmul_time_us/8192x1024x1024": 60.0}
-    assert set(grouped_gemm_figures(one_beyond, 8, 2)) == {"grouped_read_gbps"}
+    three = {"matmul_time_us/64x1024x1024": 10.0, "matmul_time_us/128x1024x1024": 10.5, "matmul_time_us/8192x1024x1024": 60.0}
+    assert grouped_gemm_figures(three, 8, 2) == {}
+    truth = replace(load_calibration("h200"), grouped_matmul_tflops=600.0, grouped_read_gbps=3000.0, grouped_call_s=10e-6,
+                    grouped_roofline_p=2.0)
+    shapes = [(2, 2048, 8192), (8, 2048, 8192), (64, 1024, 4096), (512, 2048, 8192), (4096, 2048, 8192), (16384, 1024, 4096)]
+    read = {(m, k, n): groups_read(m) for m, k, n in shapes}
+    metrics = {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, read[m, k, n] * k * n * 2)
+               for m, k, n in shapes}
+    figures = {"grouped_matmul_tflops": 600.0, "grouped_read_gbps": 3000.0, "grouped_call_s": 10e-6, "grouped_roofline_p": 2.0}
+    fitted = grouped_gemm_figures({**metrics, **{f"matmul_groups_read/{m}x{k}x{n}": r for (m, k, n), r in read.items()}}, 8, 2)
+    assert fitted == pytest.approx(figures, rel=1e-3)
+    assert grouped_gemm_figures(metrics, 8, 2) != pytest.approx(figures, rel=0.05)  # every call read as all 8 matrices
     cal = replace(load_calibration("h100_sxm"), grouped_matmul_tflops=0.0, grouped_read_gbps=0.0)  # not measured
     flops, nbytes = 2 * 8192 * 1024 * 1024, 8 * 2 * 1024**2
     assert cal.grouped_gemm_seconds(flops, nbytes) == pytest.approx(max(flops / cal.matmul_rate(flops),
                                                                         cal.weight_read_seconds(nbytes)))
+
+
+@pytest.mark.parametrize("figures", [{"grouped_roofline_p": 0.0}, {"grouped_read_gbps": 0.0}, {"grouped_call_s": -1e-6}])
+def test_a_profile_with_part_of_a_grouped_roofline_is_refused(tmp_path, figures):
+    path = save_calibration(replace(load_calibration("h200"), **figures), tmp_path / "bad.yaml")
+    with pytest.raises(ConfigError, match=r"grouped_matmul_tflops = .*p of 1 or more"):
+        load_calibration(str(path))
 
 
 def test_the_decode_gemms_fit_keeps_every_size_and_the_bandwidth_beyond_the_largest():

@@ -97,40 +97,43 @@ def test_a_decode_steps_gemms_take_the_calibrated_time_of_a_gemm_of_their_size()
         assert q.tpot_s - p.tpot_s == pytest.approx(expected - weights / 10e9), decode_mode
 
 
-def test_an_moe_decode_step_reads_each_expert_matrix_its_tokens_reach_as_a_gemm_of_its_own():
-    """moe_2_5b on an H200 at batch 4: 8 x (1 - 0.75^4) experts of a layer reached on average, three matrices each,
-    each at a decode GEMM's calibrated time (a grouped call of 8 read as 8 plain ones of one in call 7 there)."""
-    cal = load_calibration("h200")
+ROOFLINE = {"grouped_matmul_tflops": 500.0, "grouped_read_gbps": 2000.0, "grouped_call_s": 10e-6, "grouped_roofline_p": 2.0}
+
+
+def grouped_call(flops: float, nbytes: float) -> float:
+    """ROOFLINE's time of one grouped call, written out."""
+    return 10e-6 + ((flops / 500e12) ** 2 + (nbytes / 2000e9) ** 2) ** 0.5
+
+
+def test_an_moe_decode_step_reads_the_experts_its_tokens_reach_as_grouped_calls():
+    """moe_2_5b at batch 4: each of a layer's three expert matrices one grouped call over the 8 tokens' rows, reading
+    the 8 x (1 - 0.75^4) experts reached on average (H200: Mixtral's at 2.5-2.7 TB/s, a plain GEMM of one at 4.3)."""
+    cal = replace(load_calibration("h200"), **ROOFLINE)
     cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=inference", "model=moe_2_5b",
                   "workload.batch_size=4")
     layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
-    reached = 3 * 8 * (1 - 0.75 ** 4)
-    experts = m.layers * reached * cal.decode_gemm_seconds(2 * m.hidden * m.ffn)
+    reached = 8 * (1 - 0.75 ** 4)
+    experts = m.layers * 3 * grouped_call(2 * 4 * 2 * m.hidden * m.ffn, reached * m.hidden * m.ffn * 2)
     dense = m.layers * sum(cal.decode_gemm_seconds(2 * p) for p in engine_gemm_weights(layout))
     head = cal.decode_gemm_seconds(2 * m.vocab * m.hidden)
     # no bytes beyond the GEMMs' (weights=0): the GEMMs alone, times the engine's read factor
     assert decode_weights_seconds(layout, 0.0, cal) == pytest.approx((dense + experts + head) * cal.weight_read_factor)
 
 
-def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_on_its_calibrated_curve():
-    """Three expert matrices a layer, three grouped calls each in a training step (forward, backward's two), each its
-    FLOPs on the grouped rate curve, or, with few rows, the experts its tokens reach read at the grouped read's rate;
-    no expert also priced as a plain GEMM (the block's own weights, the active experts, the head and the final norm
-    are every active parameter)."""
-    cal = replace(load_calibration("h200"), grouped_matmul_tflops=500.0, grouped_matmul_half_gflop=20.0,
-                  grouped_read_gbps=2000.0)
+def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_on_its_calibrated_roofline():
+    """Three expert matrices a layer, three grouped calls each in a training step (forward, backward's two), each
+    on the grouped roofline of its FLOPs and the experts its tokens reach; no expert also priced as a plain GEMM (the
+    block's own weights, the active experts, the head and the final norm are every active parameter)."""
+    cal = replace(load_calibration("h200"), **ROOFLINE)
     cfg = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b",
                   "workload.batch_size=2", "workload.seq_len=2048")
     layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
     tokens, expert_bytes = layout.microbatch_tokens, m.hidden * m.ffn * 2
-    flops = 2 * tokens * 2 * m.hidden * m.ffn
-    call = flops / (500e12 * flops / (flops + 20e9))
-    assert call > 8 * expert_bytes / 2000e9  # 8,192 rows: their FLOPs set the time
     seconds, params = expert_gemm_seconds(layout, cal, tokens, 3)
-    assert seconds == pytest.approx(3 * 16 * 3 * call) and params == 3 * 16 * 2 * m.hidden * m.ffn
-    # one token reaches top_k = 2 experts, each read whole (a curve with a short call's floor: 0.5 µs)
-    one_token, _ = expert_gemm_seconds(layout, replace(cal, grouped_matmul_half_gflop=0.25), 1, 3)
-    assert one_token == pytest.approx(3 * 16 * 3 * 2 * expert_bytes / 2000e9)
+    assert seconds == pytest.approx(3 * 16 * 3 * grouped_call(2 * tokens * 2 * m.hidden * m.ffn, 8 * expert_bytes))
+    assert params == 3 * 16 * 2 * m.hidden * m.ffn
+    one_token, _ = expert_gemm_seconds(layout, cal, 1, 3)  # one token reaches top_k = 2 experts
+    assert one_token == pytest.approx(3 * 16 * 3 * grouped_call(2 * 2 * m.hidden * m.ffn, 2 * expert_bytes))
     block = sum(math.prod(shape) for name, shape in layout.shapes.block if ".experts." not in name)  # with its norms
     assert layout.counts.matmul_active == block * m.layers + params + m.vocab * m.hidden + m.hidden  # the final norm
 
@@ -140,14 +143,14 @@ def test_moe_experts_split_over_ep_and_in_fp32_run_one_gemm_each():
     them are read; fp32: one plain GEMM per expert reached, over its share of the rows."""
     from parbench.metrics.inference_cost import experts_reached
 
-    cal = replace(load_calibration("h200"), grouped_matmul_half_gflop=0.25, grouped_read_gbps=2000.0)
+    cal = replace(load_calibration("h200"), **ROOFLINE)
     cfg = compose("hardware=h200", "hardware.gpus_per_node=2", "workload=train", "model=moe_2_5b", "parallel=ep",
                   "parallel.ep=2")
     layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
     assert layout.dims.ep == 2
     expert_bytes = m.hidden * m.ffn * 2
     one_token, _ = expert_gemm_seconds(layout, cal, 1, 1)
-    assert one_token == pytest.approx(3 * 16 * experts_reached(m, 2) / 2 * expert_bytes / 2000e9)
+    assert one_token == pytest.approx(3 * 16 * grouped_call(2 * 2 * m.hidden * m.ffn, experts_reached(m, 2) / 2 * expert_bytes))
     fp32 = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b", "workload.dtype=fp32")
     layout = Layout.of(fp32, validate(fp32, None))
     tokens = layout.microbatch_tokens

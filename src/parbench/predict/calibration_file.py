@@ -60,7 +60,17 @@ def load_calibration(ref: str) -> Calibration:
     check_prefill_gemms(path, cal.prefill_gemm_s)
     check_host_figures(path, cal)
     check_prefill_kernels(path, cal)
+    check_grouped_roofline(path, cal)
     return cal
+
+
+def check_grouped_roofline(path: Path, cal: Calibration) -> None:
+    """A grouped roofline whole where it has a rate: a read above 0, a fixed cost not negative, an exponent of 1 or more."""
+    if cal.grouped_matmul_tflops and not (cal.grouped_read_gbps > 0 and cal.grouped_call_s >= 0 and cal.grouped_roofline_p >= 1):
+        raise ConfigError(f"calibration file {path}: grouped_matmul_tflops = {cal.grouped_matmul_tflops} beside "
+                          f"grouped_read_gbps = {cal.grouped_read_gbps}, grouped_call_s = {cal.grouped_call_s}, "
+                          f"grouped_roofline_p = {cal.grouped_roofline_p}: give a read above 0, a call's cost not "
+                          "negative and p of 1 or more (or grouped_matmul_tflops: 0), or run `parbench calibrate` again")
 
 
 def check_prefill_kernels(path: Path, cal: Calibration) -> None:
