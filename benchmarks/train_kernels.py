@@ -123,7 +123,7 @@ def model_call_us(cal: Calibration, shape: Gemm) -> float:
     one's as the model prices an MoE's (Calibration.grouped_gemm_seconds, bf16 matrices)."""
     flops = 2 * shape.batch * shape.m * shape.k * shape.n
     if shape.groups:
-        return 1e6 * cal.grouped_gemm_seconds(flops, shape.groups * shape.matrix * 2)
+        return 1e6 * cal.grouped_gemm_seconds(flops, shape.groups * shape.matrix * 2, shape.m / shape.groups)
     seconds = flops / cal.matmul_rate(flops)
     return 1e6 * (seconds if aligned((shape.m, shape.k, shape.n)) else seconds / cal.unaligned_matmul_factor)
 

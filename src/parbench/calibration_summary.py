@@ -62,7 +62,8 @@ def grouped_summary(cal: Calibration) -> str:
     if not cal.grouped_matmul_tflops:
         return "grouped GEMMs on that curve"
     return (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, reads "
-            f"{format_metric('membw_gbps', cal.grouped_read_gbps)}, {cal.grouped_call_s * 1e6:.1f} µs a call, "
+            f"{format_metric('membw_gbps', cal.grouped_read_gbps)} x (rows a group)^{cal.grouped_read_rows_exp:.3g}, "
+            f"{cal.grouped_call_s * 1e6:.1f} µs a call, "
             f"p {cal.grouped_roofline_p:.2g}")
 
 

@@ -108,35 +108,40 @@ def fit_alpha_beta(size_bytes, time_s) -> AlphaBeta | None:
 
 @dataclass(frozen=True)
 class SmoothRoofline:
-    """time = fixed_s + ((flops / rate)^p + (bytes / read)^p)^(1/p): the smooth maximum of a call's compute and
-    memory times (p = 1 adds them; a large p takes the longer) plus its fixed cost."""
+    """time = fixed_s + ((flops / rate)^p + (bytes / (read x rows^read_exp))^p)^(1/p): the smooth maximum of a call's
+    compute and memory times (p = 1 adds them; a large p takes the longer) plus its fixed cost; the read faster as a
+    power of the rows each matrix takes (a grouped GEMM's tiles: H200, 1-16 rows a group read at 2.0-2.6 TB/s, 64 at
+    2.9-3.1), `read` at one row."""
     flops_per_s: float
     bytes_per_s: float
     fixed_s: float
     p: float
+    read_exp: float = 0.0
 
-    def __call__(self, flops, nbytes):
-        compute, read = np.asarray(flops, dtype=float) / self.flops_per_s, np.asarray(nbytes, dtype=float) / self.bytes_per_s
-        return self.fixed_s + (compute ** self.p + read ** self.p) ** (1 / self.p)
+    def __call__(self, flops, nbytes, rows=1.0):
+        read = self.bytes_per_s * np.asarray(rows, dtype=float) ** self.read_exp
+        compute, memory = np.asarray(flops, dtype=float) / self.flops_per_s, np.asarray(nbytes, dtype=float) / read
+        return self.fixed_s + (compute ** self.p + memory ** self.p) ** (1 / self.p)
 
 
 ROOFLINE_P = (1.0, 16.0)  # the exponents a fit may take: the sum of the two times to all but their maximum
 
 
-def fit_smooth_roofline(flops, nbytes, time_s) -> SmoothRoofline | None:
-    """The SmoothRoofline through calls' (FLOPs, bytes, seconds) by least squares on log time (relative error:
-    calls that span decades), the fixed cost at most the shortest call's; None with fewer calls than its 4 figures."""
-    flops, nbytes, us = (np.asarray(x, dtype=float) for x in (flops, nbytes, 1e6 * np.asarray(time_s, dtype=float)))
-    if len(us) < 4:
+def fit_smooth_roofline(flops, nbytes, rows, time_s) -> SmoothRoofline | None:
+    """The SmoothRoofline through calls' (FLOPs, bytes, rows a matrix, seconds) by least squares on log time (relative
+    error: calls that span decades), the fixed cost at most the shortest call's, the read's exponent 0 to 1; None with
+    fewer calls than its 5 figures."""
+    flops, nbytes, rows, us = (np.asarray(x, dtype=float) for x in (flops, nbytes, rows, 1e6 * np.asarray(time_s, dtype=float)))
+    if len(us) < 5:
         return None
 
-    def model(x: np.ndarray) -> SmoothRoofline:  # log FLOP/µs, log bytes/µs, fixed µs, p
-        return SmoothRoofline(np.exp(x[0]), np.exp(x[1]), x[2], x[3])
+    def model(x: np.ndarray) -> SmoothRoofline:  # log FLOP/µs, log bytes/µs, fixed µs, p, the read's exponent
+        return SmoothRoofline(np.exp(x[0]), np.exp(x[1]), x[2], x[3], x[4])
 
-    start = [np.log(max(flops / us)), np.log(max(nbytes / us)), 0.0, 2.0]
-    bounds = ([-np.inf, -np.inf, 0.0, ROOFLINE_P[0]], [np.inf, np.inf, min(us), ROOFLINE_P[1]])
-    x = least_squares(lambda x: np.log(model(x)(flops, nbytes) / us), start, bounds=bounds).x
-    return SmoothRoofline(float(np.exp(x[0])) * 1e6, float(np.exp(x[1])) * 1e6, float(x[2]) * 1e-6, float(x[3]))
+    start = [np.log(max(flops / us)), np.log(max(nbytes / us)), 0.0, 2.0, 0.0]
+    bounds = ([-np.inf, -np.inf, 0.0, ROOFLINE_P[0], 0.0], [np.inf, np.inf, min(us), ROOFLINE_P[1], 1.0])
+    x = least_squares(lambda x: np.log(model(x)(flops, nbytes, rows) / us), start, bounds=bounds).x
+    return SmoothRoofline(float(np.exp(x[0])) * 1e6, float(np.exp(x[1])) * 1e6, float(x[2]) * 1e-6, float(x[3]), float(x[4]))
 
 
 def on_line(x: float, x0: float, y0: float, x1: float, y1: float) -> float:

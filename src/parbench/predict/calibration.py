@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from parbench.metrics.fits import along, by_count, on_line
+from parbench.metrics.fits import SmoothRoofline, along, by_count, on_line
 
-VERSION = 5  # 5: grouped GEMMs on a smooth roofline (4: a rate curve; 3: decode attention by shape; 2: recompute a share)
+VERSION = 6  # 6, 5: grouped GEMMs on a smooth roofline (4: a rate curve; 3: decode attention by shape; 2: recompute a share)
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
 
@@ -72,11 +72,12 @@ class Calibration:
     # An unaligned GEMM's rate (a dimension whose rows are not 16-byte aligned, as GPT-2's 50,257-token
     # vocabulary) over an aligned one's of its size; 1.0 where not measured.
     unaligned_matmul_factor: float = 1.0
-    # A grouped GEMM's (an MoE's experts, F.grouped_mm) roofline: its rate, how fast it reads the matrices of the groups
-    # given rows, a call's fixed cost, and the exponent of the smooth maximum of its FLOPs' and its read's times (1: their
-    # sum; large: the longer): the grouped_matmul run's (microbench_fits.grouped_gemm_figures); 0: plain GEMMs'.
+    # A grouped GEMM's (an MoE's experts, F.grouped_mm) metrics.fits.SmoothRoofline: its rate, its read of the matrices
+    # given rows at one row each and the power of the rows it reads faster by, a call's fixed cost, the smooth maximum's
+    # exponent (1: compute and read added; large: the longer): the grouped_matmul run's; 0: plain GEMMs' figures.
     grouped_matmul_tflops: float = 0.0
     grouped_read_gbps: float = 0.0
+    grouped_read_rows_exp: float = 0.0
     grouped_call_s: float = 0.0
     grouped_roofline_p: float = 0.0
     membw_gbps: float = 0.0  # achieved streaming bandwidth, per device
@@ -196,14 +197,13 @@ class Calibration:
         """Achieved FLOP/s on a GEMM of this size: the large-GEMM rate, halved at matmul_half_gflop."""
         return self.matmul_tflops * 1e12 * gemm_flops / (gemm_flops + self.matmul_half_gflop * 1e9)
 
-    def grouped_gemm_seconds(self, flops: float, weight_bytes: float) -> float:
-        """One grouped GEMM call reading `weight_bytes` of matrices (few rows a group: its reached experts'); where not
-        measured, its FLOPs at the plain rate curve or that read at the memory's bandwidth, the longer."""
+    def grouped_gemm_seconds(self, flops: float, weight_bytes: float, rows: float) -> float:
+        """One grouped GEMM call reading `weight_bytes` of matrices (few rows in all: its reached experts'), `rows` a
+        matrix; where not measured, its FLOPs at the plain rate curve or that read at the memory's bandwidth, the longer."""
         if not self.grouped_matmul_tflops:
             return max(flops / self.matmul_rate(flops), self.weight_read_seconds(weight_bytes))
-        compute, read, p = (flops / (self.grouped_matmul_tflops * 1e12), weight_bytes / (self.grouped_read_gbps * 1e9),
-                            self.grouped_roofline_p)
-        return self.grouped_call_s + (compute ** p + read ** p) ** (1 / p)
+        return float(SmoothRoofline(self.grouped_matmul_tflops * 1e12, self.grouped_read_gbps * 1e9, self.grouped_call_s,
+                                    self.grouped_roofline_p, self.grouped_read_rows_exp)(flops, weight_bytes, max(rows, 1.0)))
 
     def decode_gemm_seconds(self, weight_bytes: float) -> float:
         """One decode GEMM reading `weight_bytes` of weights (decode_gemm_s)."""

@@ -102,7 +102,8 @@ def expert_gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, ca
     flops = 2 * gemm_tokens * m.top_k * m.hidden * m.ffn
     reached = experts_reached(m, gemm_tokens * ep) / ep  # each rank's experts take tokens from every ep rank
     expert_bytes = m.hidden * m.ffn * layout.dtype_bytes
-    per_call = (cal.grouped_gemm_seconds(flops, reached * expert_bytes) if layout.dtype == GROUPED_DTYPE
+    per_call = (cal.grouped_gemm_seconds(flops, reached * expert_bytes, gemm_tokens * m.top_k / reached)
+                if layout.dtype == GROUPED_DTYPE
                 else reached * gemm_call_seconds(cal, flops / reached, expert_bytes))
     return 3 * m.layers * calls * per_call, 3 * m.layers * m.top_k * m.hidden * m.ffn
 

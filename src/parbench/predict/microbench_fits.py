@@ -149,16 +149,19 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
 
 def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str, float]:
     """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices, of which it reads
-    matmul_groups_read/<shape>: those given rows) on a smooth roofline (metrics.fits.fit_smooth_roofline); empty
-    without the run, or with fewer calls than its figures: plain GEMMs' figures stand in."""
-    shapes = [key.split("/", 1)[1] for key in metrics if key.startswith("matmul_time_us/")]
-    calls = [(2 * m * k * n, metrics.get(f"matmul_groups_read/{shape}", groups) * k * n * itemsize,
-              metrics[f"matmul_time_us/{shape}"] * 1e-6) for shape in shapes for m, k, n in [map(int, shape.split("x"))]]
-    fit = fit_smooth_roofline(*zip(*calls)) if len(calls) >= 4 else None
+    matmul_groups_read/<shape>: those given rows, each taking M / that many rows) on a smooth roofline
+    (metrics.fits.fit_smooth_roofline); empty without the run, or with fewer calls than its figures: plain GEMMs'
+    figures stand in."""
+    calls = []
+    for shape in (key.split("/", 1)[1] for key in metrics if key.startswith("matmul_time_us/")):
+        m, k, n = map(int, shape.split("x"))
+        read = metrics.get(f"matmul_groups_read/{shape}", groups)
+        calls.append((2 * m * k * n, read * k * n * itemsize, m / read, metrics[f"matmul_time_us/{shape}"] * 1e-6))
+    fit = fit_smooth_roofline(*zip(*calls)) if calls else None
     if fit is None:
         return {}
     return {"grouped_matmul_tflops": fit.flops_per_s / 1e12, "grouped_read_gbps": fit.bytes_per_s / 1e9,
-            "grouped_call_s": fit.fixed_s, "grouped_roofline_p": fit.p}
+            "grouped_read_rows_exp": fit.read_exp, "grouped_call_s": fit.fixed_s, "grouped_roofline_p": fit.p}
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
