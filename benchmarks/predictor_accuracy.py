@@ -4,7 +4,7 @@ it ends (a cut-short call keeps what finished, and a call on the same file measu
 it does not hold yet); the table sets the model's prediction of the same
 config, with the named calibration profile, beside them, so it can be made again from the file.
 
-    python benchmarks/predictor_accuracy.py measure --jsonl runs.jsonl [--cases train,infer] [--budget-s S] [overrides...]
+    python benchmarks/predictor_accuracy.py measure --jsonl runs.jsonl [--cases train,infer] [--models M,..] [--budget-s S] [overrides...]
     python benchmarks/predictor_accuracy.py table --jsonl runs.jsonl [--calibration FILE] [--out table.md]
 
 Cases (issue 31): llama3_2_1b, qwen3_1_7b and gpt2_xl on one GPU, sequences 1024 to 8192, eager
@@ -185,16 +185,17 @@ def measured_before(jsonl: Path) -> list[list[str]]:
     return done
 
 
-def measure_all(kinds: list[str], extra: list[str], jsonl: Path, budget_s: float) -> None:
-    """Each case not in the file yet, in ORDER, as long as one more fits in the budget (a case's
-    time is taken as the longest so far)."""
+def measure_all(kinds: list[str], extra: list[str], jsonl: Path, budget_s: float, models: list[str]) -> None:
+    """Each case not in the file yet, in ORDER (of `models` where given), as long as one more fits in the budget (a
+    case's time is taken as the longest so far)."""
     done, start, longest = measured_before(jsonl), time.monotonic(), 0.0
     with tempfile.TemporaryDirectory() as tmp:
         uri = f"sqlite:///{tmp}/mlflow.db"
         for key in ORDER:
             kind, i = key.split(":")
             overrides = [*CASES[kind][int(i)], *extra]
-            if kind not in kinds or any(sorted(overrides) == sorted(d) for d in done):
+            if kind not in kinds or any(sorted(overrides) == sorted(d) for d in done) or (
+                    models and not any(f"model={m}" in overrides for m in models)):
                 continue
             if time.monotonic() - start + longest > budget_s:
                 print(f"budget of {budget_s:.0f} s spent: {key} and the cases after it are left for the next call")
@@ -273,10 +274,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="markdown table (for docs/results/)")
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="measure: start no case that would end past this many seconds")
+    parser.add_argument("--models", help="measure: only the cases of these models (comma list)")
     parser.add_argument("overrides", nargs="*", help="added to every case, e.g. hardware=h200")
     args = parser.parse_intermixed_args()
     if args.action == "measure":
-        measure_all(args.cases.split(","), args.overrides, args.jsonl, args.budget_s)
+        measure_all(args.cases.split(","), args.overrides, args.jsonl, args.budget_s, args.models.split(",") if args.models else [])
         return
     cases = records(args.jsonl)
     rows = [row(r["kind"], r["overrides"], r["metrics"], args.calibration) for r in cases if r["metrics"]]

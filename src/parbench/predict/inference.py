@@ -22,8 +22,6 @@ at the calibrated factor of a compiled or eager step as the engine's decode mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from parbench.config.dims import ParallelDims
 from parbench.config.schema import Config, head_width
 from parbench.metrics.flops import attended_positions
@@ -36,79 +34,10 @@ from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.costs import expert_gemm_seconds, gemm_call_seconds, gemm_seconds
 from parbench.predict.elementwise import elementwise_seconds, layer_traffic
+from parbench.predict.inference_result import Forward, InferencePrediction
 from parbench.workloads.specs.inference import prefill_graphed, resolved_decode_mode, static_decode
 
 TOKEN_ID_BYTES = 8  # the sampled tokens the last stage broadcasts are int64
-
-
-@dataclass(frozen=True)
-class Forward:
-    """One forward of the batch through every stage, by part."""
-
-    compute_s: float  # GEMM (and a prefill's attention) FLOPs at their calibrated rates
-    memory_s: float  # bytes read over the calibrated bandwidth
-    comm_s: dict[str, float]  # strategy -> seconds (nothing hides it: each waits for the last)
-    roofline: bool  # compute and memory traffic overlap and the larger counts; else they add
-    host_s: float = 0.0  # the host's dispatch of this forward
-    host_hidden: bool = False  # the device's work hides the dispatch up to its own length
-
-    @property
-    def device_s(self) -> float:
-        return max(self.compute_s, self.memory_s) if self.roofline else self.compute_s + self.memory_s
-
-    @property
-    def exposed_host_s(self) -> float:
-        return max(0.0, self.host_s - self.device_s) if self.host_hidden else self.host_s
-
-    @property
-    def seconds(self) -> float:
-        return self.device_s + self.exposed_host_s + sum(self.comm_s.values())
-
-    @property
-    def bottleneck(self) -> str:
-        parts = {"matmul compute": self.compute_s, "memory bandwidth": self.memory_s,
-                 "host dispatch": self.exposed_host_s,
-                 **{f"{name} communication": t for name, t in self.comm_s.items()}}
-        return max(parts, key=parts.get)
-
-    def as_dict(self) -> dict:
-        return {"seconds": self.seconds, "compute_s": self.compute_s, "memory_s": self.memory_s,
-                "host_s": self.exposed_host_s,
-                "comm_s": dict(self.comm_s), "bottleneck": self.bottleneck}
-
-
-@dataclass(frozen=True)
-class InferencePrediction:
-    prefill: Forward
-    decode: Forward  # one decode step
-    batch_size: int
-    output_len: int
-    calibration: str
-
-    @property
-    def ttft_s(self) -> float:
-        return self.prefill.seconds
-
-    @property
-    def tpot_s(self) -> float:
-        return self.decode.seconds
-
-    @property
-    def e2e_s(self) -> float:
-        return self.ttft_s + (self.output_len - 1) * self.tpot_s
-
-    @property
-    def output_tokens_per_s(self) -> float:
-        return self.batch_size * self.output_len / self.e2e_s
-
-    @property
-    def bottleneck(self) -> str:
-        return f"prefill {self.prefill.bottleneck}, decode {self.decode.bottleneck}"
-
-    def as_dict(self) -> dict:
-        return {"predicted_ttft_s": self.ttft_s, "predicted_tpot_s": self.tpot_s, "predicted_e2e_s": self.e2e_s,
-                "predicted_output_tokens_per_s": self.output_tokens_per_s, "bottleneck": self.bottleneck,
-                "prefill": self.prefill.as_dict(), "decode": self.decode.as_dict(), "calibration": self.calibration}
 
 
 def forward_comms(layout: Layout, tokens: float) -> list[Comm]:
@@ -142,9 +71,23 @@ def read_seconds(layout: Layout, nbytes: float, cal: Calibration) -> float:
 
 def host_seconds(layout: Layout, phase: str, cal: Calibration) -> float:
     """The calibration's host time of one step, for the layers of one pipeline stage (a batch passes the stages one
-    after the other, so every stage's dispatch counts); a compiled replay's by its blocks' kernels where counted."""
+    after the other, so every stage's dispatch counts); a compiled replay's by its blocks' kernels where counted; a
+    decode step's with an MoE layer's routing kernels (routing_seconds)."""
     pp, compiled = layout.dims.pp, resolved_decode_mode(layout.cfg) == "compile"  # the counts are compiled blocks'
-    return pp * cal.inference_host(phase, layout.cfg.model.layers / pp, block_structure(layout.cfg.model) if compiled else "")
+    m, structure = layout.cfg.model, block_structure(layout.cfg.model)
+    routing = routing_seconds(structure, cal) * m.layers if phase == "decode" else 0.0
+    return pp * cal.inference_host(phase, m.layers / pp, structure if compiled else "") + routing
+
+
+def routing_seconds(structure: str, cal: Calibration) -> float:
+    """An MoE layer's routing kernels in a decode step (its top-k, sort, prefix sums and scatters, each short): the
+    kernels its layer runs beyond its dense twin's (prefill_kernels_per_layer, the census's) at the replayed prefill's
+    figure a kernel (H200: 16.9 of 1.39 µs; the 2.5B MoE's decode ran 21.4 short kernels a layer of 1.42 µs each, the
+    1B Llama's 9.5, whose the decode step's figure a layer holds); 0 for a dense model or where not counted."""
+    counts, dense = cal.prefill_kernels_per_layer, structure.replace("/moe", "")
+    if dense == structure or not {structure, dense} <= counts.keys():
+        return 0.0
+    return cal.prefill_graph_host_s.get("per_kernel", 0.0) * max(0.0, counts[structure] - counts[dense])
 
 
 def qkv_copy_per_token(layout: Layout) -> float:
