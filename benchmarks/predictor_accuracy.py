@@ -15,7 +15,8 @@ and batch (`rank` cases) within 5 % of the fastest measured; TTFT and TPOT withi
 strategies on two GPUs of one host (`measure --cases train2`). `unseen_train` and `unseen_infer`: shapes
 no fit and no table before 2026-11-29 had seen, measured once after a change to check that it generalises
 (GPT-2 XL above all, whose kernels differ most from the calibration model's); `unseen_replay`: eager checkpointed
-steps of each family at new shapes, measured after the replay's host cost changed (2026-11-29)."""
+steps of each family at new shapes, measured after the replay's host cost changed (2026-11-29); `unseen_scale`: larger
+models, batches and decodes than any list (a 7B's training step, Mixtral 8x7B's inference; 2026-11-29)."""
 
 from __future__ import annotations
 

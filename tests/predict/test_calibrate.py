@@ -73,7 +73,8 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
         shapes = json.loads(run["workload.shapes"])
         return {**{f"matmul_groups_read/{m}x{k}x{n}": groups_read(m) for m, k, n in shapes},
-                **{f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, groups_read(m) * k * n * 2)
+                **{f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, groups_read(m) * k * n * 2,
+                                                                                   m / groups_read(m))
                    for m, k, n in shapes}}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
@@ -228,7 +229,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     one_gpu = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     truth = replace(load_calibration("h100_sxm"), decode_attention_s=DECODE_ATTENTION_S, attention_widths=ATTENTION_WIDTHS,
                     decode_gemm_s=DECODE_GEMM_S, decode_gemm_gbps=2840.0, decode_unaligned_factor=3.6,
-                    grouped_matmul_tflops=640.0, grouped_read_gbps=2500.0, grouped_call_s=12e-6, grouped_roofline_p=2.5,
+                    grouped_matmul_tflops=640.0, grouped_read_gbps=2500.0, grouped_read_rows_exp=0.1, grouped_call_s=12e-6,
+                    grouped_roofline_p=2.5,
                     decode_host_s={"per_step": 50e-6, "per_layer": 20e-6},
                     prefill_graph_host_s={"per_step": 90e-6, "per_layer": 22e-6},
                     logits_bytes={"eager": 12.0, "compiled": 2.5}, head_grad_bytes={"eager": 1.5, "compiled": 9.0},
@@ -255,8 +257,9 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
             assert seconds == pytest.approx(truth_s, rel=1e-6), (kind, shape)
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
     assert {"workload.groups=8", "workload.routed_groups=true"} <= set(runs["grouped_matmul"])  # as a router splits rows
-    assert (cal.grouped_matmul_tflops, cal.grouped_read_gbps, cal.grouped_call_s, cal.grouped_roofline_p) == pytest.approx(
-        (640.0, 2500.0, 12e-6, 2.5), rel=1e-3)
+    assert "workload.graph_calls=40" in runs["grouped_matmul"]  # an sm90 GPU's offsets stay on the device: graphed
+    assert (cal.grouped_matmul_tflops, cal.grouped_read_gbps, cal.grouped_read_rows_exp, cal.grouped_call_s,
+            cal.grouped_roofline_p) == pytest.approx((640.0, 2500.0, 0.1, 12e-6, 2.5), rel=1e-3)
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
     assert len(measured) == 8 and cal.decode_gemm_gbps == pytest.approx(2840.0, rel=1e-3)
     assert [cal.decode_gemm_seconds(b) for b in measured] == pytest.approx([truth.decode_gemm_seconds(b) for b in measured])
@@ -348,27 +351,42 @@ def test_the_prefill_gemms_fit_keeps_each_rows_and_size_and_needs_two_of_each():
     assert prefill_gemm_figures({**metrics, "matmul_time_us/64x1024x4096": 7.0}, 2) == {"prefill_gemm_s": {}}
 
 
-def test_the_grouped_roofline_needs_four_calls_and_takes_the_matrices_each_call_reads():
-    """Without the run, or with fewer calls than the roofline's four figures: no grouped figures (the plain curve and
-    membw stand in). Each call's read is its matrices of groups given rows (matmul_groups_read), all of them in a
-    ledger from before that metric. A roofline is refused on load unless whole."""
+def test_the_grouped_roofline_needs_five_calls_and_takes_the_matrices_and_rows_each_call_reads():
+    """Without the run, or with fewer calls than the roofline's five figures: no grouped figures (the plain curve and
+    membw stand in). Each call's read is its matrices of groups given rows (matmul_groups_read), each of M / that many
+    rows; all of them in a ledger from before that metric. A roofline is refused on load unless whole."""
     assert grouped_gemm_figures({}, 8, 2) == {}
-    three = {"matmul_time_us/64x1024x1024": 10.0, "matmul_time_us/128x1024x1024": 10.5, "matmul_time_us/8192x1024x1024": 60.0}
-    assert grouped_gemm_figures(three, 8, 2) == {}
-    truth = replace(load_calibration("h200"), grouped_matmul_tflops=600.0, grouped_read_gbps=3000.0, grouped_call_s=10e-6,
-                    grouped_roofline_p=2.0)
-    shapes = [(2, 2048, 8192), (8, 2048, 8192), (64, 1024, 4096), (512, 2048, 8192), (4096, 2048, 8192), (16384, 1024, 4096)]
+    four = {"matmul_time_us/64x1024x1024": 10.0, "matmul_time_us/128x1024x1024": 10.5, "matmul_time_us/8192x1024x1024": 60.0,
+            "matmul_time_us/16384x1024x1024": 110.0}
+    assert grouped_gemm_figures(four, 8, 2) == {}
+    truth = replace(load_calibration("h200"), grouped_matmul_tflops=600.0, grouped_read_gbps=2200.0, grouped_read_rows_exp=0.1,
+                    grouped_call_s=10e-6, grouped_roofline_p=1.5)
+    shapes = [(2, 2048, 8192), (8, 2048, 8192), (32, 1024, 4096), (128, 2048, 8192), (512, 2048, 8192), (4096, 2048, 8192),
+              (16384, 1024, 4096)]
     read = {(m, k, n): groups_read(m) for m, k, n in shapes}
-    metrics = {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, read[m, k, n] * k * n * 2)
-               for m, k, n in shapes}
-    figures = {"grouped_matmul_tflops": 600.0, "grouped_read_gbps": 3000.0, "grouped_call_s": 10e-6, "grouped_roofline_p": 2.0}
+    metrics = {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, r * k * n * 2, m / r)
+               for (m, k, n), r in read.items()}
+    figures = {"grouped_matmul_tflops": 600.0, "grouped_read_gbps": 2200.0, "grouped_read_rows_exp": 0.1,
+               "grouped_call_s": 10e-6, "grouped_roofline_p": 1.5}
     fitted = grouped_gemm_figures({**metrics, **{f"matmul_groups_read/{m}x{k}x{n}": r for (m, k, n), r in read.items()}}, 8, 2)
     assert fitted == pytest.approx(figures, rel=1e-3)
     assert grouped_gemm_figures(metrics, 8, 2) != pytest.approx(figures, rel=0.05)  # every call read as all 8 matrices
     cal = replace(load_calibration("h100_sxm"), grouped_matmul_tflops=0.0, grouped_read_gbps=0.0)  # not measured
     flops, nbytes = 2 * 8192 * 1024 * 1024, 8 * 2 * 1024**2
-    assert cal.grouped_gemm_seconds(flops, nbytes) == pytest.approx(max(flops / cal.matmul_rate(flops),
-                                                                        cal.weight_read_seconds(nbytes)))
+    assert cal.grouped_gemm_seconds(flops, nbytes, 1024) == pytest.approx(max(flops / cal.matmul_rate(flops),
+                                                                              cal.weight_read_seconds(nbytes)))
+
+
+def test_a_grouped_call_reads_faster_the_more_rows_a_group_takes():
+    """The read at one row a group times rows^grouped_read_rows_exp (H200: 1-16 rows a group at 2.0-2.6 TB/s, 64 at
+    2.9-3.1): a read-bound call of 64 rows a group takes 64^-exp of the read of one row's (beside the fixed cost); fewer
+    than one row a group (a call of none) reads as one."""
+    cal = replace(load_calibration("h200"), grouped_matmul_tflops=600.0, grouped_read_gbps=2000.0, grouped_read_rows_exp=0.1,
+                  grouped_call_s=0.0, grouped_roofline_p=16.0)
+    nbytes = 8 * 2048 * 8192 * 2
+    assert cal.grouped_gemm_seconds(0.0, nbytes, 1) == pytest.approx(nbytes / 2000e9)
+    assert cal.grouped_gemm_seconds(0.0, nbytes, 64) == pytest.approx(nbytes / (2000e9 * 64 ** 0.1))
+    assert cal.grouped_gemm_seconds(0.0, nbytes, 0.5) == cal.grouped_gemm_seconds(0.0, nbytes, 1)
 
 
 @pytest.mark.parametrize("figures", [{"grouped_roofline_p": 0.0}, {"grouped_read_gbps": 0.0}, {"grouped_call_s": -1e-6}])

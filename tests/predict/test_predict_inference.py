@@ -15,7 +15,7 @@ from parbench.predict import prediction_errors
 from parbench.predict.calibration import Calibration, LinkFit
 from parbench.predict.calibration_file import load_calibration
 from parbench.predict.costs import expert_gemm_seconds, gemm_call_seconds, gemm_seconds
-from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference
+from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference, routing_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.profiles import in_dtype
 from parbench.models.shapes import model_shapes, param_counts
@@ -97,12 +97,13 @@ def test_a_decode_steps_gemms_take_the_calibrated_time_of_a_gemm_of_their_size()
         assert q.tpot_s - p.tpot_s == pytest.approx(expected - weights / 10e9), decode_mode
 
 
-ROOFLINE = {"grouped_matmul_tflops": 500.0, "grouped_read_gbps": 2000.0, "grouped_call_s": 10e-6, "grouped_roofline_p": 2.0}
+ROOFLINE = {"grouped_matmul_tflops": 500.0, "grouped_read_gbps": 2000.0, "grouped_read_rows_exp": 0.1,
+            "grouped_call_s": 10e-6, "grouped_roofline_p": 2.0}
 
 
-def grouped_call(flops: float, nbytes: float) -> float:
-    """ROOFLINE's time of one grouped call, written out."""
-    return 10e-6 + ((flops / 500e12) ** 2 + (nbytes / 2000e9) ** 2) ** 0.5
+def grouped_call(flops: float, nbytes: float, rows: float) -> float:
+    """ROOFLINE's time of one grouped call of `rows` a matrix, written out."""
+    return 10e-6 + ((flops / 500e12) ** 2 + (nbytes / (2000e9 * max(rows, 1) ** 0.1)) ** 2) ** 0.5
 
 
 def test_an_moe_decode_step_reads_the_experts_its_tokens_reach_as_grouped_calls():
@@ -113,11 +114,28 @@ def test_an_moe_decode_step_reads_the_experts_its_tokens_reach_as_grouped_calls(
                   "workload.batch_size=4")
     layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
     reached = 8 * (1 - 0.75 ** 4)
-    experts = m.layers * 3 * grouped_call(2 * 4 * 2 * m.hidden * m.ffn, reached * m.hidden * m.ffn * 2)
+    experts = m.layers * 3 * grouped_call(2 * 4 * 2 * m.hidden * m.ffn, reached * m.hidden * m.ffn * 2, 4 * 2 / reached)
     dense = m.layers * sum(cal.decode_gemm_seconds(2 * p) for p in engine_gemm_weights(layout))
     head = cal.decode_gemm_seconds(2 * m.vocab * m.hidden)
     # no bytes beyond the GEMMs' (weights=0): the GEMMs alone, times the engine's read factor
     assert decode_weights_seconds(layout, 0.0, cal) == pytest.approx((dense + experts + head) * cal.weight_read_factor)
+
+
+def test_an_moe_decode_step_adds_its_routing_kernels_beyond_its_dense_twins():
+    """An MoE layer runs the census's kernels beyond its dense twin's (top-k, sort, prefix sums, scatters), each at the
+    replayed prefill's figure a kernel, in every decode step (not in its prefill, whose replay counts them already); a
+    dense model adds none, nor an MoE whose twin the census did not count."""
+    cal = replace(load_calibration("h200"), prefill_kernels_per_layer={"llama/gqa": 16.0, "llama/gqa/moe": 33.0},
+                  prefill_graph_host_s={"per_step": 50e-6, "per_layer": 20e-6, "per_kernel": 1.5e-6})
+    assert routing_seconds("llama/gqa/moe", cal) == pytest.approx(17 * 1.5e-6)
+    assert routing_seconds("llama/gqa", cal) == 0.0 and routing_seconds("llama/mha/moe", cal) == 0.0
+    moe = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=inference", "model=moe_2_5b", "workload.batch_size=4")
+    uncounted = replace(cal, prefill_kernels_per_layer={"llama/gqa/moe": 33.0})  # its dense twin not counted
+    with_routing, without = (predict_inference(moe, validate(moe, None), c) for c in (cal, uncounted))
+    assert with_routing.tpot_s - without.tpot_s == pytest.approx(16 * 17 * 1.5e-6)  # 16 layers
+    assert with_routing.ttft_s == without.ttft_s
+    dense = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=inference", "model=llama3_2_1b")
+    assert predict_inference(dense, validate(dense, None), cal).tpot_s == predict_inference(dense, validate(dense, None), uncounted).tpot_s
 
 
 def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_on_its_calibrated_roofline():
@@ -130,10 +148,10 @@ def test_an_moe_step_prices_each_expert_matrix_as_a_grouped_gemm_on_its_calibrat
     layout, m = Layout.of(cfg, validate(cfg, None)), cfg.model
     tokens, expert_bytes = layout.microbatch_tokens, m.hidden * m.ffn * 2
     seconds, params = expert_gemm_seconds(layout, cal, tokens, 3)
-    assert seconds == pytest.approx(3 * 16 * 3 * grouped_call(2 * tokens * 2 * m.hidden * m.ffn, 8 * expert_bytes))
+    assert seconds == pytest.approx(3 * 16 * 3 * grouped_call(2 * tokens * 2 * m.hidden * m.ffn, 8 * expert_bytes, tokens * 2 / 8))
     assert params == 3 * 16 * 2 * m.hidden * m.ffn
     one_token, _ = expert_gemm_seconds(layout, cal, 1, 3)  # one token reaches top_k = 2 experts
-    assert one_token == pytest.approx(3 * 16 * 3 * grouped_call(2 * 2 * m.hidden * m.ffn, 2 * expert_bytes))
+    assert one_token == pytest.approx(3 * 16 * 3 * grouped_call(2 * 2 * m.hidden * m.ffn, 2 * expert_bytes, 1))
     block = sum(math.prod(shape) for name, shape in layout.shapes.block if ".experts." not in name)  # with its norms
     assert layout.counts.matmul_active == block * m.layers + params + m.vocab * m.hidden + m.hidden  # the final norm
 
@@ -150,7 +168,8 @@ def test_moe_experts_split_over_ep_and_in_fp32_run_one_gemm_each():
     assert layout.dims.ep == 2
     expert_bytes = m.hidden * m.ffn * 2
     one_token, _ = expert_gemm_seconds(layout, cal, 1, 1)
-    assert one_token == pytest.approx(3 * 16 * grouped_call(2 * 2 * m.hidden * m.ffn, experts_reached(m, 2) / 2 * expert_bytes))
+    reached = experts_reached(m, 2) / 2
+    assert one_token == pytest.approx(3 * 16 * grouped_call(2 * 2 * m.hidden * m.ffn, reached * expert_bytes, 2 / reached))
     fp32 = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=train", "model=moe_2_5b", "workload.dtype=fp32")
     layout = Layout.of(fp32, validate(fp32, None))
     tokens = layout.microbatch_tokens
