@@ -40,7 +40,7 @@ from parbench.predict.microbench_fits import (attention_figures, decode_attentio
                                              prefill_gemm_figures)
 from parbench.calibration_summary import summary
 from parbench.calibration_runs import (CENSUS_PREFIX, MOE_CENSUS, EAGER_HOST_RUNS, GROUPS, INFER_GRAPH_PREFIX, INFER_KV_RUN,
-                                      INFER_TINY_PREFIX, benchmark_layout, benchmarks)
+                                      INFER_TINY_PREFIX, benchmark_layout, benchmarks, grouped_calls)
 
 FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
@@ -124,7 +124,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
     cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
                   weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
-                  **matmul, **grouped_gemm_figures(results.get("grouped_matmul", {}), GROUPS, ITEMSIZE[cfg.workload.dtype]),
+                  **matmul, **grouped_gemm_figures(grouped_calls(results), GROUPS, ITEMSIZE[cfg.workload.dtype]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
                   **decode_attention_table(results.get("attention", {})),

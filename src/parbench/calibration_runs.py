@@ -25,7 +25,9 @@ CPU_SIZES = {"matmul": "[[128,128,128],[256,256,256],[512,512,512],[1024,1024,10
 INFER_KV_RUN = "infer_kv_cache"
 INFER_TINY_PREFIX = "infer_tiny_"
 INFER_GRAPH_PREFIX = "infer_graph_"
-GROUPS = 8  # the grouped_matmul run's experts
+GROUPS = 8  # the grouped runs' experts
+GROUPED_RUNS = ("grouped_matmul", "grouped_decode_matmul")  # their calls, joined, fit one roofline
+GRAPHED_GROUPED = ("grouped_decode_matmul",)
 CENSUS_PREFIX, CENSUS_LAYERS = "census_", 8
 MOE_CENSUS = "moe"  # only on GPUs whose grouped GEMMs read their offsets on the device: else its prefill cannot replay
 HOST_LAYERS = (2, 4)
@@ -63,12 +65,15 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "prefill_matmul": "[" + ",".join(f"[{rows},{k},{n}]" for rows in PREFILL_GEMM_ROWS for k, n in (
                  (64, 64), (256, 1024), (1024, 1024), (1024, 4096), (4096, 1024), (2048, 2048), (2048, 8192), (8192, 2048),
                  (4096, 4096), (4096, 16384), (16384, 4096), (8192, 8192), (4096, 65536))) + "]",
-             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices, and of half its width) as one grouped GEMM over 2
-             # to 16,384 rows, split as a router splits them: from a decode step's few rows, which read only the matrices
-             # given rows, through the ridge (about 256 rows a group) to compute-bound calls: the grouped roofline
-             "grouped_matmul": "[[2,2048,8192],[8,2048,8192],[32,2048,8192],[128,2048,8192],[8,8192,2048],[2,1024,4096],"
-                               "[16,1024,4096],[512,2048,8192],[2048,2048,8192],[4096,2048,8192],[8192,2048,8192],"
-                               "[8192,8192,2048],[16384,2048,8192],[4096,1024,4096],[8192,1024,4096],[8192,4096,1024]]",
+             # an MoE's experts (GROUPS of the 1B Llama's MLP matrices, and of half their width) as one grouped GEMM over
+             # 512 to 16,384 rows, split as a router splits them, each call timed by its events (replayed in graphs, 40
+             # calls of these back to back ran 19 % slower on an H200, as a long compute-bound stretch does); and a
+             # decode step's 2 to 128 rows, which read only the matrices given rows (grouped_decode_matmul): the grouped
+             # roofline from both
+             "grouped_matmul": "[[512,2048,8192],[2048,2048,8192],[4096,2048,8192],[8192,2048,8192],[8192,8192,2048],"
+                               "[16384,2048,8192],[4096,1024,4096],[8192,1024,4096],[8192,4096,1024]]",
+             "grouped_decode_matmul": "[[2,2048,8192],[8,2048,8192],[32,2048,8192],[128,2048,8192],[8,8192,2048],"
+                                      "[2,1024,4096],[16,1024,4096]]",
              # the 1B Llama's heads (64 wide) from 512 to 8,192 tokens and Qwen3's (128 wide) from 1,024 to
              # 4,096, each width fitted alone; 1,024 tokens at two batches: a call's fixed cost apart from the keys'
              "attention": "[[8,32,8,1024,64],[4,32,8,2048,64],[2,32,8,4096,64],[1,32,8,8192,64],[2,32,8,1024,64],"
@@ -137,6 +142,11 @@ def depth_infer_run(s: dict, shape: str) -> list[str]:
     return ["workload=inference", *s["model"], *s["depth"], *s[shape], "workload.repeats=5", "workload.profile=false"]
 
 
+def grouped_calls(results: dict[str, dict]) -> dict[str, float]:
+    """The grouped runs' metrics joined: their calls, each shape in one run."""
+    return {key: value for name in GROUPED_RUNS for key, value in results.get(name, {}).items()}
+
+
 def benchmarks(cfg: Config) -> dict[str, list[str]]:
     """The runs, by name: their overrides on top of the user's. One device has no link and no
     overlap to measure: those runs are left out and their figures kept."""
@@ -151,10 +161,10 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                       *([f"workload.decode_shapes={s['decode_attention']}"] if "decode_attention" in s else [])],
         **{name: ["workload=matmul", f"workload.shapes={s[name]}", "workload.b_transposed=true", "workload.graph_calls=40",
                   "workload.iters=20"] for name in ("decode_matmul", "prefill_matmul") if name in s},
-        # replayed in graphs where the offsets stay on the device, as the engine replays a decode step's experts
-        **({"grouped_matmul": ["workload=matmul", f"workload.shapes={s['grouped_matmul']}", f"workload.groups={GROUPS}",
-                               "workload.routed_groups=true", "workload.iters=20",
-                               *(["workload.graph_calls=40"] if device_offsets else [])]} if "grouped_matmul" in s else {}),
+        # a decode step's grouped calls replayed in graphs where the offsets stay on the device, as the engine replays them
+        **{name: ["workload=matmul", f"workload.shapes={s[name]}", f"workload.groups={GROUPS}", "workload.routed_groups=true",
+                  "workload.iters=20", *(["workload.graph_calls=40"] if device_offsets and name in GRAPHED_GROUPED else [])]
+           for name in GROUPED_RUNS if name in s},
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         "elementwise": ["workload=elementwise", *s["elementwise"]],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",

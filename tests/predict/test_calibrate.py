@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from parbench import calibrate
-from parbench.calibration_runs import CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, GROUPS, DECODE_ATTENTION_POSITIONS, INFER_TINY_PREFIX
+from parbench.calibration_runs import (CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, GROUPED_RUNS, GROUPS, DECODE_ATTENTION_POSITIONS,
+                                      INFER_TINY_PREFIX)
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -69,7 +70,7 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
     if name == "elementwise":
         return {f"elementwise_gbps/{mode}/{kernel}/{width}": gbps for mode, kernels in truth.elementwise_gbps.items()
                 for kernel, widths in kernels.items() for width, gbps in widths.items()}
-    if name == "grouped_matmul":  # each call on the grouped roofline, reading the matrices of the groups given rows
+    if name in GROUPED_RUNS:  # each call on the grouped roofline, reading the matrices of the groups given rows
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
         shapes = json.loads(run["workload.shapes"])
         return {**{f"matmul_groups_read/{m}x{k}x{n}": groups_read(m) for m, k, n in shapes},
@@ -256,8 +257,10 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
             truth_s = truth.decode_attention_call_s(int(kind.split("/")[0]), not kind.endswith("/mha"), blocks, positions)
             assert seconds == pytest.approx(truth_s, rel=1e-6), (kind, shape)
     assert "workload.graph_calls=40" in runs["decode_matmul"] and "workload.b_transposed=true" in runs["decode_matmul"]
-    assert {"workload.groups=8", "workload.routed_groups=true"} <= set(runs["grouped_matmul"])  # as a router splits rows
-    assert "workload.graph_calls=40" in runs["grouped_matmul"]  # an sm90 GPU's offsets stay on the device: graphed
+    for name in GROUPED_RUNS:
+        assert {"workload.groups=8", "workload.routed_groups=true"} <= set(runs[name])  # as a router splits rows
+    # a decode step's few rows graphed (an sm90 GPU's offsets stay on the device), the compute-bound calls by events
+    assert "workload.graph_calls=40" in runs["grouped_decode_matmul"] and not any("graph" in o for o in runs["grouped_matmul"])
     assert (cal.grouped_matmul_tflops, cal.grouped_read_gbps, cal.grouped_read_rows_exp, cal.grouped_call_s,
             cal.grouped_roofline_p) == pytest.approx((640.0, 2500.0, 0.1, 12e-6, 2.5), rel=1e-3)
     measured = {int(b) for b in cal.decode_gemm_s}  # every size the run measured, on the truth's curve
