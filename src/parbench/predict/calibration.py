@@ -74,7 +74,7 @@ class Calibration:
     unaligned_matmul_factor: float = 1.0
     # A grouped GEMM's (an MoE's experts, F.grouped_mm) metrics.fits.SmoothRoofline: its rate, its read of the matrices
     # given rows at one row each and the power of the rows it reads faster by, a call's fixed cost, the smooth maximum's
-    # exponent (1: compute and read added; large: the longer): the grouped_matmul run's; 0: plain GEMMs' figures.
+    # exponent (1: compute and read added; large: the longer): the grouped runs'; 0: plain GEMMs' figures.
     grouped_matmul_tflops: float = 0.0
     grouped_read_gbps: float = 0.0
     grouped_read_rows_exp: float = 0.0

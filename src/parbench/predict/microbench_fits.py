@@ -148,7 +148,7 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
 
 
 def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str, float]:
-    """The grouped_matmul run's calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices, of which it reads
+    """The grouped runs' calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices, of which it reads
     matmul_groups_read/<shape>: those given rows, each taking M / that many rows) on a smooth roofline
     (metrics.fits.fit_smooth_roofline); empty without the run, or with fewer calls than its figures: plain GEMMs'
     figures stand in."""
