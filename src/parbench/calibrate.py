@@ -117,6 +117,8 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     if cfg.hardware.device_type == "cuda" and f"{CENSUS_PREFIX}{MOE_CENSUS}" not in results:
         notes.append(f"no {CENSUS_PREFIX}{MOE_CENSUS} run (an MoE's prefill replays on sm90+): a replayed MoE prefill "
                      "at the calibration model's figure per layer")
+    if cfg.hardware.device_type == "cuda" and not grouped_calls(results):
+        notes.append("no grouped_matmul and grouped_decode_matmul runs: an MoE's experts as plain GEMMs")
     if not results.get("elementwise"):
         notes.append("no elementwise run: every element-wise kernel at the memory's bandwidth")
     matmul = matmul_figures(results["matmul"])

@@ -58,7 +58,7 @@ def kernels_summary(cal: Calibration) -> str:
 
 
 def grouped_summary(cal: Calibration) -> str:
-    """The grouped GEMMs' roofline, where the grouped_matmul run fitted it."""
+    """The grouped GEMMs' roofline, where the grouped runs fitted it."""
     if not cal.grouped_matmul_tflops:
         return "grouped GEMMs on that curve"
     return (f"grouped {format_metric('tflops', cal.grouped_matmul_tflops)}, reads "

@@ -14,7 +14,7 @@ import pytest
 
 from parbench import calibrate
 from parbench.calibration_runs import (CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, GROUPED_RUNS, GROUPS, DECODE_ATTENTION_POSITIONS,
-                                      INFER_TINY_PREFIX)
+                                      INFER_TINY_PREFIX, grouped_calls)
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -25,7 +25,7 @@ from parbench.models import block_structure
 from parbench.models.shapes import aligned
 from parbench.predict.calibration import ATTENTION_FIELDS, VERSION, Calibration
 from parbench.predict.calibration_file import load_calibration, save_calibration, user_calibration_dir
-from parbench.predict.microbench_fits import decode_gemm_figures, grouped_gemm_figures, prefill_gemm_figures
+from parbench.predict.microbench_fits import GROUPED_FIELDS, decode_gemm_figures, grouped_gemm_figures, prefill_gemm_figures
 from parbench.predict.inference import predict_inference
 from parbench.predict.step import predict_step
 from conftest import ATTENTION_WIDTHS, compose
@@ -56,7 +56,7 @@ def unaligned_factor(truth: Calibration, dims: tuple[int, int]) -> float:
     return 1.0 if aligned(dims) else truth.decode_unaligned_factor
 
 
-def groups_read(rows: int) -> float:
+def expected_groups_read(rows: int) -> float:
     """The groups a router's rows reach, on average (of few rows, not all)."""
     return GROUPS * (1 - (1 - 1 / GROUPS) ** rows)
 
@@ -73,9 +73,9 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
     if name in GROUPED_RUNS:  # each call on the grouped roofline, reading the matrices of the groups given rows
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
         shapes = json.loads(run["workload.shapes"])
-        return {**{f"matmul_groups_read/{m}x{k}x{n}": groups_read(m) for m, k, n in shapes},
-                **{f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, groups_read(m) * k * n * 2,
-                                                                                   m / groups_read(m))
+        return {**{f"matmul_groups_read/{m}x{k}x{n}": expected_groups_read(m) for m, k, n in shapes},
+                **{f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, expected_groups_read(m) * k * n * 2,
+                                                                                   m / expected_groups_read(m))
                    for m, k, n in shapes}}
     if name in ("decode_matmul", "prefill_matmul"):  # bf16 weights: each call's time by its rows and bytes
         run = dict(o.split("=", 1) for o in calibrate.benchmarks(compose(*overrides))[name][1:])
@@ -161,7 +161,8 @@ def test_a_profile_of_an_older_version_is_recalibrated_from_the_shipped_one(monk
     one device (the link, the overlap) from the shipped profile, not from blank figures."""
     mine = user_calibration_dir() / "cpu.yaml"
     mine.parent.mkdir(parents=True, exist_ok=True)
-    mine.write_text((CONF_DIR / "calibrations" / "cpu.yaml").read_text().replace(f"version: {VERSION}", "version: 3"))
+    older = (CONF_DIR / "calibrations" / "cpu.yaml").read_text().replace(f"version: {VERSION}", "version: 3")
+    mine.write_text(older + "grouped_matmul_half_gflop: 0.0\n")  # a field this version no longer has
     monkeypatch.setattr(subprocess, "run", FakeRuns(ONE_CPU))
     try:
         assert calibrate.main([*ONE_CPU, "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]) == 0
@@ -358,15 +359,17 @@ def test_the_grouped_roofline_needs_five_calls_and_takes_the_matrices_and_rows_e
     """Without the run, or with fewer calls than the roofline's five figures: no grouped figures (the plain curve and
     membw stand in). Each call's read is its matrices of groups given rows (matmul_groups_read), each of M / that many
     rows; all of them in a ledger from before that metric. A roofline is refused on load unless whole."""
-    assert grouped_gemm_figures({}, 8, 2) == {}
+    unmeasured = dict.fromkeys(GROUPED_FIELDS, 0.0)
+    assert grouped_gemm_figures({}, 8, 2) == unmeasured
     four = {"matmul_time_us/64x1024x1024": 10.0, "matmul_time_us/128x1024x1024": 10.5, "matmul_time_us/8192x1024x1024": 60.0,
             "matmul_time_us/16384x1024x1024": 110.0}
-    assert grouped_gemm_figures(four, 8, 2) == {}
+    assert grouped_gemm_figures(four, 8, 2) == unmeasured
+    assert grouped_gemm_figures({**four, "matmul_time_us/32x1024x1024": 0.0}, 8, 2) == unmeasured  # a call of no time
     truth = replace(load_calibration("h200"), grouped_matmul_tflops=600.0, grouped_read_gbps=2200.0, grouped_read_rows_exp=0.1,
                     grouped_call_s=10e-6, grouped_roofline_p=1.5)
     shapes = [(2, 2048, 8192), (8, 2048, 8192), (32, 1024, 4096), (128, 2048, 8192), (512, 2048, 8192), (4096, 2048, 8192),
               (16384, 1024, 4096)]
-    read = {(m, k, n): groups_read(m) for m, k, n in shapes}
+    read = {(m, k, n): expected_groups_read(m) for m, k, n in shapes}
     metrics = {f"matmul_time_us/{m}x{k}x{n}": 1e6 * truth.grouped_gemm_seconds(2 * m * k * n, r * k * n * 2, m / r)
                for (m, k, n), r in read.items()}
     figures = {"grouped_matmul_tflops": 600.0, "grouped_read_gbps": 2200.0, "grouped_read_rows_exp": 0.1,
@@ -374,6 +377,13 @@ def test_the_grouped_roofline_needs_five_calls_and_takes_the_matrices_and_rows_e
     fitted = grouped_gemm_figures({**metrics, **{f"matmul_groups_read/{m}x{k}x{n}": r for (m, k, n), r in read.items()}}, 8, 2)
     assert fitted == pytest.approx(figures, rel=1e-3)
     assert grouped_gemm_figures(metrics, 8, 2) != pytest.approx(figures, rel=0.05)  # every call read as all 8 matrices
+    nan = {**metrics, "matmul_time_us/64x2048x8192": float("nan")}  # a call that is not a number is left out
+    assert grouped_gemm_figures({**nan, **{f"matmul_groups_read/{m}x{k}x{n}": r for (m, k, n), r in read.items()}}, 8, 2) == (
+        pytest.approx(figures, rel=1e-3))
+    # one run alone is no roofline: the few-row calls leave the rate free, the compute-bound ones the read
+    few = {f"matmul_time_us/{m}x{k}x{n}": t for (m, k, n), t in zip(shapes, metrics.values()) if m <= 128}
+    assert grouped_calls({"grouped_decode_matmul": few}) == {} and grouped_calls({"grouped_matmul": metrics}) == {}
+    assert grouped_calls({"grouped_decode_matmul": few, "grouped_matmul": {}}) == few
     cal = replace(load_calibration("h100_sxm"), grouped_matmul_tflops=0.0, grouped_read_gbps=0.0)  # not measured
     flops, nbytes = 2 * 8192 * 1024 * 1024, 8 * 2 * 1024**2
     assert cal.grouped_gemm_seconds(flops, nbytes, 1024) == pytest.approx(max(flops / cal.matmul_rate(flops),
@@ -392,7 +402,8 @@ def test_a_grouped_call_reads_faster_the_more_rows_a_group_takes():
     assert cal.grouped_gemm_seconds(0.0, nbytes, 0.5) == cal.grouped_gemm_seconds(0.0, nbytes, 1)
 
 
-@pytest.mark.parametrize("figures", [{"grouped_roofline_p": 0.0}, {"grouped_read_gbps": 0.0}, {"grouped_call_s": -1e-6}])
+@pytest.mark.parametrize("figures", [{"grouped_roofline_p": 0.0}, {"grouped_read_gbps": 0.0}, {"grouped_call_s": -1e-6},
+                                     {"grouped_read_rows_exp": 1.5}, {"grouped_matmul_tflops": -600.0}])
 def test_a_profile_with_part_of_a_grouped_roofline_is_refused(tmp_path, figures):
     path = save_calibration(replace(load_calibration("h200"), **figures), tmp_path / "bad.yaml")
     with pytest.raises(ConfigError, match=r"grouped_matmul_tflops = .*p of 1 or more"):

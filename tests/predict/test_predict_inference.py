@@ -119,6 +119,18 @@ def test_an_moe_decode_step_reads_the_experts_its_tokens_reach_as_grouped_calls(
     head = cal.decode_gemm_seconds(2 * m.vocab * m.hidden)
     # no bytes beyond the GEMMs' (weights=0): the GEMMs alone, times the engine's read factor
     assert decode_weights_seconds(layout, 0.0, cal) == pytest.approx((dense + experts + head) * cal.weight_read_factor)
+    # a step's weights beyond those the GEMMs read (the reached experts', the blocks', the head's) at the bandwidth
+    gemm_read = (m.layers * (sum(engine_gemm_weights(layout)) + 3 * reached * m.hidden * m.ffn) + m.vocab * m.hidden) * 2
+    weights = gemm_read + 1e9
+    assert decode_weights_seconds(layout, weights, cal) - decode_weights_seconds(layout, 0.0, cal) == pytest.approx(
+        1e9 / (cal.membw_gbps * 1e9) * cal.weight_read_factor)
+    # fp16: the engine loops over the experts, a decode GEMM an expert reached
+    fp16 = compose("hardware=h200", "hardware.gpus_per_node=1", "workload=inference", "model=moe_2_5b",
+                   "workload.batch_size=4", "workload.dtype=fp16")
+    layout16 = Layout.of(fp16, validate(fp16, None))
+    per_expert = m.layers * 3 * reached * cal.decode_gemm_seconds(2 * m.hidden * m.ffn)
+    dense16 = m.layers * sum(cal.decode_gemm_seconds(2 * p) for p in engine_gemm_weights(layout16))  # not fused in fp16
+    assert decode_weights_seconds(layout16, 0.0, cal) == pytest.approx((dense16 + per_expert + head) * cal.weight_read_factor)
 
 
 def test_an_moe_decode_step_adds_its_routing_kernels_beyond_its_dense_twins():

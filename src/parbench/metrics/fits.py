@@ -124,14 +124,16 @@ class SmoothRoofline:
         return self.fixed_s + (compute ** self.p + memory ** self.p) ** (1 / self.p)
 
 
-ROOFLINE_P = (1.0, 16.0)  # the exponents a fit may take: the sum of the two times to all but their maximum
+ROOFLINE_P = (1.0, 16.0)  # the bounds of a fit's exponent: the sum of the two times to all but their maximum
 
 
 def fit_smooth_roofline(flops, nbytes, rows, time_s) -> SmoothRoofline | None:
     """The SmoothRoofline through calls' (FLOPs, bytes, rows a matrix, seconds) by least squares on log time (relative
-    error: calls that span decades), the fixed cost at most the shortest call's, the read's exponent 0 to 1; None with
-    fewer calls than its 5 figures."""
+    error: calls that span decades), the fixed cost at most the shortest call's, the read's exponent 0 to 1; calls of
+    no time (or not a number) left out; None with fewer calls than its 5 figures, or where least squares fails."""
     flops, nbytes, rows, us = (np.asarray(x, dtype=float) for x in (flops, nbytes, rows, 1e6 * np.asarray(time_s, dtype=float)))
+    timed = np.isfinite(us) & (us > 0)
+    flops, nbytes, rows, us = flops[timed], nbytes[timed], rows[timed], us[timed]
     if len(us) < 5:
         return None
 
@@ -140,7 +142,10 @@ def fit_smooth_roofline(flops, nbytes, rows, time_s) -> SmoothRoofline | None:
 
     start = [np.log(max(flops / us)), np.log(max(nbytes / us)), 0.0, 2.0, 0.0]
     bounds = ([-np.inf, -np.inf, 0.0, ROOFLINE_P[0], 0.0], [np.inf, np.inf, min(us), ROOFLINE_P[1], 1.0])
-    x = least_squares(lambda x: np.log(model(x)(flops, nbytes, rows) / us), start, bounds=bounds).x
+    result = least_squares(lambda x: np.log(model(x)(flops, nbytes, rows) / us), start, bounds=bounds)
+    if not result.success:
+        return None
+    x = result.x
     return SmoothRoofline(float(np.exp(x[0])) * 1e6, float(np.exp(x[1])) * 1e6, float(x[2]) * 1e-6, float(x[3]), float(x[4]))
 
 

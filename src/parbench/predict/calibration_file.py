@@ -42,13 +42,14 @@ def load_calibration(ref: str) -> Calibration:
         raise ConfigError(f"calibration={ref}: {path} does not exist; run `parbench calibrate` or name one of "
                           f"{', '.join(sorted(p.stem for p in CALIBRATION_DIR.glob('*.yaml'))) or 'none yet'}")
     try:
-        node = OmegaConf.merge(OmegaConf.structured(Calibration), OmegaConf.load(path))
+        raw = OmegaConf.load(path)
+        if raw.get("version", VERSION) != VERSION:  # before the merge: an older version's fields may be gone
+            raise ConfigError(f"calibration file {path} has version {raw.get('version')}, this parbench reads version "
+                              f"{VERSION}: run `parbench calibrate` again")
+        node = OmegaConf.merge(OmegaConf.structured(Calibration), raw)
     except OmegaConfBaseException as e:
         raise ConfigError(f"calibration file {path}: {e}".splitlines()[0]) from None
     cal: Calibration = OmegaConf.to_object(node)
-    if cal.version != VERSION:
-        raise ConfigError(f"calibration file {path} has version {cal.version}, this parbench reads version "
-                          f"{VERSION}: run `parbench calibrate` again")
     check_decode_attention(path, cal.decode_attention_s)
     check_widths(path, "attention_widths", cal.attention_widths, r"[1-9][0-9]*", "'64'", ATTENTION_FIELDS)
     for mode, figures in cal.device_idle_s.items():
@@ -65,11 +66,15 @@ def load_calibration(ref: str) -> Calibration:
 
 
 def check_grouped_roofline(path: Path, cal: Calibration) -> None:
-    """A grouped roofline whole where it has a rate: a read above 0, a fixed cost not negative, an exponent of 1 or more."""
-    if cal.grouped_matmul_tflops and not (cal.grouped_read_gbps > 0 and cal.grouped_call_s >= 0 and cal.grouped_roofline_p >= 1):
+    """A grouped roofline whole where it has a rate: a read above 0 and its rows' exponent 0 to 1, a fixed cost not
+    negative, an exponent of 1 or more; no negative rate."""
+    whole = (cal.grouped_read_gbps > 0 and 0 <= cal.grouped_read_rows_exp <= 1 and cal.grouped_call_s >= 0
+             and cal.grouped_roofline_p >= 1)
+    if cal.grouped_matmul_tflops < 0 or (cal.grouped_matmul_tflops and not whole):
         raise ConfigError(f"calibration file {path}: grouped_matmul_tflops = {cal.grouped_matmul_tflops} beside "
                           f"grouped_read_gbps = {cal.grouped_read_gbps}, grouped_call_s = {cal.grouped_call_s}, "
-                          f"grouped_roofline_p = {cal.grouped_roofline_p}: give a read above 0, a call's cost not "
+                          f"grouped_roofline_p = {cal.grouped_roofline_p}, grouped_read_rows_exp = "
+                          f"{cal.grouped_read_rows_exp}: give a read above 0, its exponent 0 to 1, a call's cost not "
                           "negative and p of 1 or more (or grouped_matmul_tflops: 0), or run `parbench calibrate` again")
 
 

@@ -8,9 +8,10 @@ the stages of one tp rank's work, i.e. the whole model's work over tp:
     TTFT = max(each GEMM's FLOPs / tp / the rate of its size + attention + element-wise traffic / tp / bandwidth,
                prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch, latencies and first token's wait add)
-    TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time + tp all-reduces + pp sends
-    GEMMs = read factor x (each block GEMM's, reached expert's and the head's calibrated time at its weights'
-                           size on one tp rank + the rest of the weights (norms) / tp / bandwidth)
+    TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time (with an MoE's routing
+           kernels) + tp all-reduces + pp sends
+    GEMMs = read factor x (each block GEMM's and the head's calibrated time at its weights' size on one tp rank
+                           + an MoE's grouped calls over the experts its tokens reach + the rest (norms) / tp / bandwidth)
     attention = layers x one call's calibrated time at its shape (sequences x KV heads on a rank, positions read),
                 or without those KV cache x read factor / tp / bandwidth
     E2E  = TTFT + (output_len - 1) x TPOT
@@ -32,6 +33,7 @@ from parbench.models.shapes import aligned, numel
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import Comm, exposed_seconds
 from parbench.predict.layout import Layout
+from parbench.dtypes import GROUPED_DTYPE
 from parbench.predict.costs import expert_gemm_seconds, gemm_call_seconds, gemm_seconds
 from parbench.predict.elementwise import elementwise_seconds, layer_traffic
 from parbench.predict.inference_result import Forward, InferencePrediction
@@ -83,7 +85,8 @@ def routing_seconds(structure: str, cal: Calibration) -> float:
     """An MoE layer's routing kernels in a decode step (its top-k, sort, prefix sums and scatters, each short): the
     kernels its layer runs beyond its dense twin's (prefill_kernels_per_layer, the census's) at the replayed prefill's
     figure a kernel (H200: 16.9 of 1.39 µs; the 2.5B MoE's decode ran 21.4 short kernels a layer of 1.42 µs each, the
-    1B Llama's 9.5, whose the decode step's figure a layer holds); 0 for a dense model or where not counted."""
+    1B Llama's 9.5, which the decode step's own figure a layer already covers), in any decode mode (launched one by
+    one, they cost the host no less); 0 for a dense model or where not counted."""
     counts, dense = cal.prefill_kernels_per_layer, structure.replace("/moe", "")
     if dense == structure or not {structure, dense} <= counts.keys():
         return 0.0
@@ -207,17 +210,18 @@ def engine_gemm_weights(layout: Layout) -> list[int]:
 def decode_weights_seconds(layout: Layout, weights: float, cal: Calibration) -> float:
     """A decode step's weights on one tp rank, times the engine's read factor: every layer's GEMMs and the head's,
     each at the calibrated time of a GEMM of its size (Calibration.decode_gemm_seconds), an MoE's experts (replicated
-    over tp) as the grouped calls that read the experts its tokens reach (costs.expert_gemm_seconds: H200, Mixtral's
-    at 2.5-2.7 TB/s where a plain GEMM of one reads 4.3, docs/results/2026-11-29_scale31.md); the rest of `weights`
-    at the memory's bandwidth."""
+    over tp) in bf16 as the grouped calls that read the experts its tokens reach (costs.expert_gemm_seconds: H200,
+    Mixtral's at 2.5-2.7 TB/s where a plain GEMM of one reads 4.3, docs/results/2026-11-29_scale31.md), in another
+    dtype as a decode GEMM per expert reached (the engine's loop); the rest of `weights` at the memory's bandwidth."""
     m, tp, itemsize = layout.cfg.model, layout.dims.tp, layout.dtype_bytes
     block = engine_gemm_weights(layout)
     head = m.vocab * m.hidden
-    experts, _ = expert_gemm_seconds(layout, cal, layout.cfg.workload.batch_size, 1)
+    reached = experts_reached(m, layout.cfg.workload.batch_size) if m.experts else 0.0
+    experts = (expert_gemm_seconds(layout, cal, layout.cfg.workload.batch_size, 1)[0] if layout.dtype == GROUPED_DTYPE
+               else m.layers * 3 * reached * cal.decode_gemm_seconds(m.hidden * m.ffn * itemsize))  # a GEMM an expert
     gemms = (m.layers * sum(cal.decode_gemm_seconds(p * itemsize / tp) for p in block) + experts
              + cal.decode_gemm_seconds(head * itemsize / tp) * few_rows_head_factor(layout, cal))
-    reached = 3 * experts_reached(m, layout.cfg.workload.batch_size) * m.hidden * m.ffn if m.experts else 0.0
-    read = (m.layers * (sum(block) + reached) + head) * itemsize
+    read = (m.layers * (sum(block) + 3 * reached * m.hidden * m.ffn) + head) * itemsize
     rest = max(0.0, weights - read) / tp / (cal.membw_gbps * 1e9)
     return (gemms + rest) * cal.weight_read_factor
 

@@ -147,11 +147,14 @@ def matmul_figures(metrics: dict) -> dict[str, float]:
             "unaligned_matmul_factor": statistics.median(ratios) if ratios else 1.0}
 
 
+GROUPED_FIELDS = ("grouped_matmul_tflops", "grouped_read_gbps", "grouped_read_rows_exp", "grouped_call_s", "grouped_roofline_p")
+
+
 def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str, float]:
-    """The grouped runs' calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices, of which it reads
+    """The grouped runs' calls (matmul_time_us/<M>x<K>x<N> over `groups` K x N matrices, of which each reads
     matmul_groups_read/<shape>: those given rows, each taking M / that many rows) on a smooth roofline
-    (metrics.fits.fit_smooth_roofline); empty without the run, or with fewer calls than its figures: plain GEMMs'
-    figures stand in."""
+    (metrics.fits.fit_smooth_roofline); zeros (plain GEMMs' figures stand in) without the runs, or where the calls
+    give no fit."""
     calls = []
     for shape in (key.split("/", 1)[1] for key in metrics if key.startswith("matmul_time_us/")):
         m, k, n = map(int, shape.split("x"))
@@ -159,9 +162,8 @@ def grouped_gemm_figures(metrics: dict, groups: int, itemsize: int) -> dict[str,
         calls.append((2 * m * k * n, read * k * n * itemsize, m / read, metrics[f"matmul_time_us/{shape}"] * 1e-6))
     fit = fit_smooth_roofline(*zip(*calls)) if calls else None
     if fit is None:
-        return {}
-    return {"grouped_matmul_tflops": fit.flops_per_s / 1e12, "grouped_read_gbps": fit.bytes_per_s / 1e9,
-            "grouped_read_rows_exp": fit.read_exp, "grouped_call_s": fit.fixed_s, "grouped_roofline_p": fit.p}
+        return dict.fromkeys(GROUPED_FIELDS, 0.0)
+    return dict(zip(GROUPED_FIELDS, (fit.flops_per_s / 1e12, fit.bytes_per_s / 1e9, fit.read_exp, fit.fixed_s, fit.p)))
 
 
 def decode_gemm_figures(metrics: dict, itemsize: int) -> dict:
