@@ -27,7 +27,6 @@ INFER_TINY_PREFIX = "infer_tiny_"
 INFER_GRAPH_PREFIX = "infer_graph_"
 GROUPS = 8  # the grouped runs' experts
 GROUPED_RUNS = ("grouped_matmul", "grouped_decode_matmul")  # their calls, joined, fit one roofline
-GRAPHED_GROUPED = ("grouped_decode_matmul",)
 CENSUS_PREFIX, CENSUS_LAYERS = "census_", 8
 MOE_CENSUS = "moe"  # only on GPUs whose grouped GEMMs read their offsets on the device: else its prefill cannot replay
 HOST_LAYERS = (2, 4)
@@ -142,6 +141,11 @@ def depth_infer_run(s: dict, shape: str) -> list[str]:
     return ["workload=inference", *s["model"], *s["depth"], *s[shape], "workload.repeats=5", "workload.profile=false"]
 
 
+def grouped_run(s: dict, name: str) -> list[str]:
+    """A grouped run's matmul over GROUPS matrices, its rows split as a router splits them."""
+    return ["workload=matmul", f"workload.shapes={s[name]}", f"workload.groups={GROUPS}", "workload.routed_groups=true"]
+
+
 def grouped_calls(results: dict[str, dict]) -> dict[str, float]:
     """The grouped runs' metrics joined (their calls, each shape in one run); empty unless both ran: the few-row calls
     alone leave the rate free, the compute-bound ones the read."""
@@ -164,11 +168,12 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
                       *([f"workload.decode_shapes={s['decode_attention']}"] if "decode_attention" in s else [])],
         **{name: ["workload=matmul", f"workload.shapes={s[name]}", "workload.b_transposed=true", "workload.graph_calls=40",
                   "workload.iters=20"] for name in ("decode_matmul", "prefill_matmul") if name in s},
-        # a decode step's grouped calls replayed in graphs where the offsets stay on the device, as the engine replays them
-        **{name: ["workload=matmul", f"workload.shapes={s[name]}", f"workload.groups={GROUPS}", "workload.routed_groups=true",
-                  *(["workload.iters=20"] if name not in GRAPHED_GROUPED else  # few rows: every split as often (24 = 3 x 8)
-                    ["workload.iters=24", *(["workload.graph_calls=40"] if device_offsets else [])])]
-           for name in GROUPED_RUNS if name in s},
+        # a decode step's grouped calls replayed in graphs where the offsets stay on the device, as the engine replays
+        # them, each of the 8 splits as often (24 calls); the compute-bound ones by their events
+        **({"grouped_matmul": [*grouped_run(s, "grouped_matmul"), "workload.iters=20"],
+            "grouped_decode_matmul": [*grouped_run(s, "grouped_decode_matmul"), "workload.iters=24",
+                                      *(["workload.graph_calls=40"] if device_offsets else [])]}
+           if "grouped_matmul" in s else {}),
         "membw": ["workload=membw", f"workload.end={s['membw_end']}"],
         "elementwise": ["workload=elementwise", *s["elementwise"]],
         **({"collectives": ["workload=collectives", "workload.ops=[all_reduce,all_gather,reduce_scatter]",
