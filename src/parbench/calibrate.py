@@ -191,6 +191,7 @@ def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
                                "calibration_link_latency_s": cal.intra_node.latency_s,
                                "calibration_host_s_per_step": cal.host_s_per_step,
                                "calibration_host_s_per_dispatch": cal.host_s_per_dispatch,
+                               "calibration_host_s_per_moe_layer": cal.host_s_per_moe_layer,
                                **{f"calibration_host_s_per_replayed_{unit}_{mode}": s
                                   for unit, figures in (("layer", cal.host_s_per_replayed_layer),
                                                         ("call", cal.host_s_per_replayed_call))

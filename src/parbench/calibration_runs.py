@@ -34,11 +34,12 @@ HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_STEPS = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false"]
 HOST_RUN = [*HOST_STEPS, "parallel=dp"]
 # The host runs beyond the tiny Llama at two depths: GPT-2- and Qwen3-shaped blocks at the tiny model's
-# size, and the Llama and GPT-2 blocks checkpointed in each mode (two blocks of 55 and 25 calls: a replayed
-# layer's cost per layer and per call).
+# size, the Llama and GPT-2 blocks checkpointed in each mode (two blocks of 55 and 25 calls: a replayed
+# layer's cost per layer and per call), and the tiny MoE (what its layer adds beyond its counted dispatch).
 GPT2_SHAPE = ["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256", "model.vocab=512",
               "model.max_seq_len=256"]
 HOST_SHAPES = {"host_gpt2": (GPT2_SHAPE, []), "host_qwen3": (["model=tiny", "model.qk_norm=true"], []),
+               "host_moe": (["model=tiny_moe"], []),
                **{f"host{family}_{mode}": (model, [f"workload.activation_checkpointing={mode}"])
                   for family, model in (("", ["model=tiny"]), ("_gpt2", GPT2_SHAPE)) for mode in ("full", "selective")}}
 EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)

@@ -88,6 +88,7 @@ def summary(cfg: Config, cal: Calibration, notes: list[str], path: Path) -> str:
                   f"layer and {format_metric('host_s', cal.host_s_per_replayed_call.get(mode, 0.0))} per call it replays"
                   for mode in sorted({*cal.host_s_per_replayed_call, *cal.host_s_per_replayed_layer}))
         + "".join(f", {strategy} +{format_metric('host_s', s)} a dispatch" for strategy, s in cal.host_s_per_dispatch_by_strategy.items())
+        + (f", an MoE layer +{format_metric('host_s', cal.host_s_per_moe_layer)}" if cal.host_s_per_moe_layer else "")
         + (f"; on several ranks {format_metric('host_s', cal.host_s_several_ranks['per_step'])} per step + "
            f"{format_metric('host_s', cal.host_s_several_ranks['per_dispatch'])} per dispatch" if cal.host_s_several_ranks else ""),
         *(f"[calibrate] note: {n}" for n in notes), f"[calibrate] saved {path}"])

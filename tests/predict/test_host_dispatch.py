@@ -20,7 +20,7 @@ from parbench.paths import CONF_DIR
 from parbench.prepare import validate
 from parbench.config import ConfigError
 from parbench.predict.calibration_file import load_calibration, save_calibration
-from parbench.predict.costs import host_seconds
+from parbench.predict.host import host_seconds
 from parbench.metrics import KERNEL_TIME
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.learn import Run, device_terms
@@ -70,6 +70,20 @@ def test_a_checkpointed_layer_adds_its_modes_cost_per_layer_and_per_replayed_cal
     assert selective == none  # no figure for the mode: nothing added
 
 
+def test_an_moe_layer_adds_its_figure_split_as_its_calls_and_ops_and_a_replay_repeats_the_forward_share():
+    cal = replace(load_calibration(H100), host_s_per_dispatch=10e-6, host_s_per_replayed_call={}, host_s_per_replayed_layer={})
+    base = ["hardware=h100_sxm", "hardware.gpus_per_node=1", "model=moe_2_5b"]
+    counted, none, full = (host_seconds(layout(*base, f"workload.activation_checkpointing={ac}"), replace(cal, host_s_per_moe_layer=m))
+                           for ac, m in (("none", 0.0), ("none", 3e-3), ("full", 3e-3)))
+    layer = family_dispatch(compose(*base).model).per_layer
+    share = layer.forward_calls / (layer.forward_calls + layer.backward_ops)
+    assert none.forward_s - counted.forward_s == pytest.approx(16 * 3e-3 * share)
+    assert none.backward_s - counted.backward_s == pytest.approx(16 * 3e-3 * (1 - share))
+    assert full.backward_s - none.backward_s == pytest.approx(16 * 3e-3 * share)  # no figure of its own for the mode
+    dense = layout("hardware=h100_sxm", "hardware.gpus_per_node=1", "model=llama3_2_1b")
+    assert host_seconds(dense, replace(cal, host_s_per_moe_layer=3e-3)) == host_seconds(dense, cal)
+
+
 def synthetic_runs(cal, names: tuple[str, ...], overrides: list[str]) -> list[HostRun]:
     return [HostRun(lay := calibrate.benchmark_layout(overrides, n), predict_step(lay, cal).step_time_s) for n in names]
 
@@ -80,13 +94,15 @@ def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_
     cannot fix a cost per dispatch, and say so."""
     per_call, per_layer = {"full": 40e-6, "selective": 90e-6}, {"full": 1.5e-3, "selective": 3e-3}
     truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
-                    host_s_per_replayed_call=per_call, host_s_per_replayed_layer=per_layer)
+                    host_s_per_replayed_call=per_call, host_s_per_replayed_layer=per_layer, host_s_per_moe_layer=2e-3)
     runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
-    fitted, notes = fit_host(runs, None, truth)
+    fitted, notes = fit_host(runs, None, replace(truth, host_s_per_moe_layer=0.0))
     assert [fitted["host_s_per_step"], fitted["host_s_per_dispatch"]] == pytest.approx([3e-3, 8e-6], rel=1e-6)
     assert fitted["host_s_per_replayed_call"] == pytest.approx(per_call, rel=1e-6)
     assert fitted["host_s_per_replayed_layer"] == pytest.approx(per_layer, rel=1e-6)
+    assert fitted["host_s_per_moe_layer"] == pytest.approx(2e-3, rel=1e-6)  # the MoE's run left out of the dense fit
     assert not notes
+    assert "host_s_per_moe_layer" not in fit_host([r for r in runs if not r.layout.cfg.model.experts], None, truth)[0]
     llama_only = [r for r in runs if r.layout.cfg.model.family != "gpt2" or r.layout.activation_checkpointing == "none"]
     fitted, _ = fit_host(llama_only, None, truth)
     calls = family_dispatch(compose("model=tiny").model).per_layer.forward_calls

@@ -1,6 +1,6 @@
 """How many operations the host dispatches for one layer and for the rest of a training step, by
 model family and the features that change a block's code (q/k norms, biases, experts, a sliding
-window), read without torch: the predictor's host-dispatch units (predict/costs.py). The table
+window), read without torch: the predictor's host-dispatch units (predict/host.py). The table
 (dispatch_counts.json beside this file) is counted from the models themselves by
 `python -m parbench.models.dispatch`, and tests/models/test_dispatch.py checks it against a fresh
 count for every conf/model/*.yaml.

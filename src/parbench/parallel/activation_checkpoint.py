@@ -1,5 +1,6 @@
 """Activation checkpointing per transformer block: `full` recomputes the whole block in
-backward; `selective` saves matmul and attention outputs and recomputes the cheap ops."""
+backward; `selective` saves matmul (an MoE's grouped GEMMs among them) and attention outputs and recomputes the
+cheap ops."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ _SAVE_OPS = {
     torch.ops.aten.mm.default,
     torch.ops.aten.addmm.default,
     torch.ops.aten.bmm.default,
+    torch.ops.aten._grouped_mm.default,
     torch.ops.aten._scaled_dot_product_efficient_attention.default,
     torch.ops.aten._scaled_dot_product_flash_attention.default,
     torch.ops.aten._scaled_dot_product_cudnn_attention.default,

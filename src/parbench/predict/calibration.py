@@ -18,7 +18,6 @@ VERSION = 6  # 6, 5: grouped GEMMs on a smooth roofline (4: a rate curve; 3: dec
 ATTENTION_FIELDS = ("attention_tflops", "attention_extra_positions", "attention_call_s", "attention_forward_tflops",
                     "attention_forward_extra_positions", "attention_forward_call_s")
 
-
 SPEC_MATMUL_HALF_GFLOP = 1.0  # a GEMM of this many FLOPs runs at half the large-GEMM rate (launch and tail effects)
 # Fraction of each strategy's communication hidden behind compute, measured on 2 H200s (1.5B model, seq 4096;
 # docs/results/2026-11-22_session3.md, 2026-11-22_h200x2.md). ZeRO's bucketed collectives are taken as fsdp's.
@@ -29,8 +28,7 @@ HOST_STRATEGIES = ("tp", "sp", "fsdp", "cp")
 # Until measured: selective checkpointing recomputes the forward's element-wise share, full the whole forward.
 SPEC_RECOMPUTE = {"none": 0.0, "selective": 0.15, "full": 1.0}
 
-
-# What a GPU's idle time grows with beyond the step, by mode (device_idle_s's second key; predict/costs.py)
+# What a GPU's idle time grows with beyond the step, by mode (device_idle_s's second key; predict/host.py)
 IDLE_UNIT = {"eager": "per_dispatch", "compiled": "per_layer"}
 
 
@@ -48,8 +46,7 @@ def mode_key(compiled: bool, checkpointing: str) -> str:
 KV_TILE = 128
 
 
-def kv_tiled(positions: float) -> float:
-    """Positions rounded up to whole KV tiles: what a decode attention call reads."""
+def kv_tiled(positions: float) -> float:  # positions rounded up to whole KV tiles: what a decode attention call reads
     return math.ceil(positions / KV_TILE) * KV_TILE
 
 
@@ -96,6 +93,9 @@ class Calibration:
     host_s_per_replayed_layer: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
+    # What an MoE layer's eager dispatch costs beyond its counted calls and ops (its routing's index, scatter and grouped
+    # GEMM calls weigh more on the host), per layer pass: the host_moe run's; 0 where not measured.
+    host_s_per_moe_layer: float = 0.0
     # What a dispatch costs beyond host_s_per_dispatch under a strategy whose wrappers add host work to an eager
     # step (HOST_STRATEGIES: tp's and sp's DTensor dispatch of the sharded layers' ops, FSDP2's hooks and copies),
     # by strategy; empty where not measured (one device).

@@ -89,7 +89,7 @@ def check_prefill_kernels(path: Path, cal: Calibration) -> None:
 
 def check_host_figures(path: Path, cal: Calibration) -> None:
     """The strategies' costs keyed by HOST_STRATEGIES, the several ranks' figures per step and per dispatch, a
-    replayed layer's by checkpointing mode, none negative."""
+    replayed layer's by checkpointing mode, an MoE layer's, none negative."""
     strategies = cal.host_s_per_dispatch_by_strategy
     if not set(strategies) <= set(HOST_STRATEGIES) or not all(v >= 0 for v in strategies.values()):
         raise ConfigError(f"calibration file {path}: host_s_per_dispatch_by_strategy = {dict(strategies)}: key each "
@@ -99,6 +99,9 @@ def check_host_figures(path: Path, cal: Calibration) -> None:
         if not set(figures) <= {"full", "selective"} or not all(v >= 0 for v in figures.values()):
             raise ConfigError(f"calibration file {path}: {name} = {dict(figures)}: key each figure by a checkpointing "
                               "mode (full, selective), none negative, or run `parbench calibrate` again")
+    if cal.host_s_per_moe_layer < 0:
+        raise ConfigError(f"calibration file {path}: host_s_per_moe_layer = {cal.host_s_per_moe_layer}: give 0 or more, "
+                          "or run `parbench calibrate` again")
     several = cal.host_s_several_ranks
     if several and (set(several) != {"per_step", "per_dispatch"} or min(several.values()) < 0):
         raise ConfigError(f"calibration file {path}: host_s_several_ranks = {dict(several)}: give per_step and "

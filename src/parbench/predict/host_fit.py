@@ -18,14 +18,18 @@ replay (193 ops to the Llama's 153) came out 20 % above the Llama's, where measu
 (docs/results/2026-11-29_replay31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch; on two or
-more ranks the deeper tiny run under tp and under fsdp what each strategy's wrappers add per dispatch."""
+more ranks the deeper tiny run under tp and under fsdp what each strategy's wrappers add per dispatch. A tiny MoE's run
+(host_moe) gives what its layer takes beyond its counted calls and ops at these figures: its routing's index and scatter
+calls and its grouped GEMMs weigh more on the host than a dense block's (H200, 2026-11-29: 5.8 ms a layer of the 2.5B
+MoE's without checkpointing against 2.0 of the 1B Llama's, for 1.4 times the calls and ops;
+docs/results/2026-11-29_selective31.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from parbench.predict.calibration import Calibration
-from parbench.predict.costs import host_seconds, layer_passes
+from parbench.predict.host import host_seconds, layer_passes
 from parbench.predict.layout import Layout
 from parbench.predict.learn import per_step_and_layer
 from parbench.predict.step import predict_step
@@ -48,7 +52,7 @@ def measured_host(run: HostRun, cal: Calibration) -> float:
         return run.host_dispatch_s or run.step_time_s
     bare = replace(cal, host_s_per_step=0.0, host_s_per_dispatch=0.0, host_s_per_replayed_call={},
                    host_s_per_replayed_layer={}, host_s_per_layer=0.0, host_s_per_layer_compiled=0.0,
-                   host_s_several_ranks={})
+                   host_s_several_ranks={}, host_s_per_moe_layer=0.0)
     return run.step_time_s - predict_step(run.layout, bare).step_time_s
 
 
@@ -96,9 +100,21 @@ def strategy_figures(strategies: dict[str, HostRun], cal: Calibration) -> dict:
     return {"host_s_per_dispatch_by_strategy": {**cal.host_s_per_dispatch_by_strategy, **costs}}
 
 
-def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration,
+def moe_layer_figure(runs: list[HostRun], cal: Calibration) -> dict:
+    """host_s_per_moe_layer: what the MoE runs' hosts take beyond their counted dispatch at `cal`'s figures, per layer
+    pass (never negative), on average; nothing without such runs."""
+    if not runs:
+        return {}
+    counted = replace(cal, host_s_per_moe_layer=0.0)
+    beyond = [(measured_host(r, counted) - host_seconds(r.layout, counted).total_s) / layer_passes(r.layout) for r in runs]
+    return {"host_s_per_moe_layer": max(0.0, sum(beyond) / len(beyond))}
+
+
+def fit_host(runs: list[HostRun], compiled: HostRun | None, cal: Calibration,
              strategies: dict[str, HostRun] | None = None) -> tuple[dict, list[str]]:
-    """The host figures of the calibration, and a note on what the runs left as it was."""
+    """The host figures of the calibration, and a note on what the runs left as it was: the dense runs' figures,
+    then what an MoE's layer adds beyond them."""
+    eager = [r for r in runs if not r.layout.cfg.model.experts]
     plain = [r for r in eager if r.layout.activation_checkpointing == "none"]
     costs = per_step_and_dispatch(plain, cal)
     if costs is None:  # the strategies' costs beyond the figures kept
@@ -115,4 +131,6 @@ def fit_host(eager: list[HostRun], compiled: HostRun | None, cal: Calibration,
     if compiled is not None:
         layers = compiled.layout.cfg.model.layers
         fitted["host_s_per_layer_compiled"] = max(0.0, (measured_host(compiled, cal) - per_step) / layers)
-    return {**fitted, **strategy_figures(strategies or {}, replace(cal, **fitted))}, notes
+    fitted.update(strategy_figures(strategies or {}, replace(cal, **fitted)))
+    moe = [r for r in runs if r.layout.cfg.model.experts and r.layout.activation_checkpointing == "none"]
+    return {**fitted, **moe_layer_figure(moe, replace(cal, **fitted))}, notes

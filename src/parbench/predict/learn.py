@@ -18,8 +18,7 @@ an order where each run adds one unknown to what the earlier ones fixed:
     infer_tiny_<n>_layers  (a GPU's) the tiny model at two depths: TPOT -> a decode step's launch and kernel
                      latencies per step (and per layer, where no decode GEMMs' run times the weights: then
                      the deeper infer_<n>_layers' TPOT -> the weights' read factor over a stream)
-    infer_kv_cache   (a CPU's) a large batch with long prompts: TPOT beyond weights and host -> the KV
-                     cache's read factor
+    infer_kv_cache   (a CPU's) a large batch, long prompts: TPOT beyond weights and host -> the KV cache's read factor
 
 Every prediction is linear in the term being fitted (the term multiplies one part of the step or
 of the memory), so two predictions give the value that matches the run."""
@@ -33,7 +32,8 @@ from typing import Callable
 from parbench.metrics.fits import fit_line
 from parbench.metrics import KERNEL_TIME
 from parbench.predict.calibration import IDLE_UNIT, Calibration, mode_key, step_mode
-from parbench.predict.costs import idle_units, optimizer_seconds
+from parbench.predict.costs import optimizer_seconds
+from parbench.predict.host import idle_units
 from parbench.predict.inference import predict_inference
 from parbench.predict.layout import Layout
 from parbench.predict.memory import weight_matrices
@@ -161,7 +161,7 @@ def head_apart(runs: dict[str, Run], run: str) -> bool:
 def device_terms(cal: Calibration, runs: dict[str, Run]) -> tuple[Calibration, list[str]]:
     """From the profiled runs (their kernels by kind): the optimizer factor, the optimizer's kernels over
     the model's time of them; and by mode, the device's idle time (the step beyond its kernels, its
-    pipeline bubble and its exposed communication) per step and per idle unit (costs.idle_units), least
+    pipeline bubble and its exposed communication) per step and per idle unit (host.idle_units), least
     squares over the mode's profiled depths with neither negative. A GPU's runs without kernel times
     (profiled elsewhere, or without CUPTI) keep the figures there were, and say so."""
     profiled = {name: r for name, r in runs.items() if r.kernels.get(f"{KERNEL_TIME}/optimizer")}

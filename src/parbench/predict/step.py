@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from parbench.predict.calibration import Calibration
 from parbench.predict.comm import exposed_seconds, step_comms
-from parbench.predict.costs import Compute, device_idle, exposed_host_seconds, host_seconds, step_compute
+from parbench.predict.costs import Compute, step_compute
+from parbench.predict.host import device_idle, exposed_host_seconds, host_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.memory import MemoryEstimate, estimate_memory
 
