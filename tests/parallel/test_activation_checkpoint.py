@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from parbench.models.build import build_model
 from parbench.parallel import activation_checkpoint
 from parbench.parallel.model import ParallelModel
-from tests.conftest import compose
+from conftest import compose
 
 MATMULS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten._grouped_mm.default"}
 
@@ -66,6 +66,6 @@ def test_selective_recomputes_no_matmul_and_full_recomputes_them(runs):
     assert none["aten._grouped_mm.default"] > 0  # the experts ran grouped
     assert matmuls(selective) == matmuls(none)
     assert selective["aten._grouped_mm.default"] == none["aten._grouped_mm.default"]
-    assert sum(selective.values()) > sum(none.values())  # its element-wise work is recomputed
+    assert selective["aten.mul.Tensor"] > none["aten.mul.Tensor"]  # its element-wise work is recomputed
     assert full["aten._grouped_mm.default"] > none["aten._grouped_mm.default"]
     assert matmuls(full) > matmuls(none)

@@ -40,6 +40,7 @@ TRUTH = replace(load_calibration("cpu"), attention_tflops=0.05, attention_extra_
                 logits_bytes={"eager": 14.0, "compiled": 6.0}, host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
                 host_s_per_replayed_call={"full": 40e-6, "selective": 90e-6},
                 host_s_per_replayed_layer={"full": 1.5e-3, "selective": 3e-3}, host_s_per_layer_compiled=0.4e-3,
+                host_s_per_moe_layer=2e-3,
                 prefill_host_s={"per_step": 2e-3, "per_layer": 5e-4}, decode_host_s={"per_step": 1e-3, "per_layer": 1e-4},
                 kv_read_factor=2.5,
                 # the calibration's eager kernels at its two widths (a CPU's run), each its own rate
@@ -185,7 +186,7 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     assert cal.host_s_several_ranks == several and "host figures on several ranks" in notes[0]
     assert not [n for n in notes if "kept the figure" in n]
     assert [getattr(cal, f) for f in ATTENTION_FIELDS] == pytest.approx([getattr(TRUTH, f) for f in ATTENTION_FIELDS], rel=1e-2)
-    host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "kv_read_factor")
+    host = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer_compiled", "host_s_per_moe_layer", "kv_read_factor")
     assert [getattr(cal, f) for f in host] == pytest.approx([getattr(TRUTH, f) for f in host], rel=1e-2)
     # (no head-gradient term: on a CPU the overhead's run is the calibration's tiny model, same head, one constant)
     assert cal.elementwise_gbps == TRUTH.elementwise_gbps  # the kernels' own rates, read as the factors are fitted

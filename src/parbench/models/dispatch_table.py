@@ -50,10 +50,12 @@ def _table() -> dict[str, dict]:
 
 
 def family_dispatch(m: ModelConfig) -> FamilyDispatch | None:
-    """This model's counts; its family's base entry where the table lacks its features; None
-    where the table knows neither (the predictor then uses the calibration's per-layer figure)."""
+    """This model's counts; where the table lacks its features, an MoE's another MoE entry of its family (its grouped
+    layer dispatches about alike whatever its experts: 4 of top-2 and 8 of top-2 count the same), else its family's base entry; None where the table knows none of
+    them (the predictor then uses the calibration's per-layer figure)."""
     table = _table()
-    for key in (dispatch_signature(m), m.family):
+    moe = sorted(k for k in table if m.experts and k.startswith(f"{m.family}+moe"))
+    for key in (dispatch_signature(m), *moe, m.family):
         if key in table:
             entry = table[key]
             return FamilyDispatch(Dispatch(**entry["per_layer"]), Dispatch(**entry["per_step"]), key)

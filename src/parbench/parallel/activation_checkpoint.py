@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import SAC_IGNORED_OPS, CheckpointPolicy, create_selective_checkpoint_contexts
 
 from parbench.config.schema import Config
 from parbench.distenv import DistEnv
@@ -28,7 +28,18 @@ def _save_matmuls(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE if op in _SAVE_OPS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
+# Ops selective checkpointing runs in the forward and the replay alike, without counting them: the profiler's ranges,
+# which FSDP2's hooks open a different number of times in a replay when a module inside the block is sharded apart (an
+# MoE's experts under ep), so that torch's replay by each op's count fails ("profiler._record_function_enter_new.default
+# invocation index 3 encountered during backward but not found in storage"; pytorch/torchtitan#3427). The policy
+# recomputes them anyway.
+_UNCOUNTED_OPS = {overload for op in (torch.ops.profiler._record_function_enter, torch.ops.profiler._record_function_enter_new,
+                                      torch.ops.profiler._record_function_exit)
+                  for overload in (getattr(op, name) for name in op.overloads())}
+
+
 def _selective_context():
+    SAC_IGNORED_OPS.update(_UNCOUNTED_OPS)
     return create_selective_checkpoint_contexts(_save_matmuls)
 
 

@@ -93,8 +93,8 @@ class Calibration:
     host_s_per_replayed_layer: Dict[str, float] = field(default_factory=dict)
     host_s_per_layer: float = 0.0
     host_s_per_layer_compiled: float = 0.0  # a compiled block's dispatch (0: the eager figure)
-    # What an MoE layer's eager dispatch costs beyond its counted calls and ops (its routing's index, scatter and grouped
-    # GEMM calls weigh more on the host), per layer pass: the host_moe run's; 0 where not measured.
+    # What an MoE layer's eager dispatch costs beyond its counted calls and ops (routing and grouped GEMM calls weigh more),
+    # per layer pass: the host_moe run's in its dtype (in fp32, a CPU's, the tiny MoE's loop over 4 experts); 0: none.
     host_s_per_moe_layer: float = 0.0
     # What a dispatch costs beyond host_s_per_dispatch under a strategy whose wrappers add host work to an eager
     # step (HOST_STRATEGIES: tp's and sp's DTensor dispatch of the sharded layers' ops, FSDP2's hooks and copies),

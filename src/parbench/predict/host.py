@@ -15,8 +15,8 @@ from parbench.predict.layout import Layout
 class Host:
     """Seconds the host spends dispatching one step, by the phase the device runs them in."""
 
-    forward_s: float  # the Python forward's torch calls
-    backward_s: float  # the autograd engine's ops, and the checkpointed blocks' replay
+    forward_s: float  # the Python forward's torch calls (and an MoE layer's share beyond them)
+    backward_s: float  # the autograd engine's ops, the checkpointed blocks' replay (and an MoE layer's share)
     step_s: float  # the rest: the loop, the optimizer's launch; or the whole step where not split
 
     @property
@@ -33,10 +33,6 @@ class Dispatches:
     ops: float
     replayed_calls: float
     replayed_layers: float
-
-    @property
-    def total(self) -> float:
-        return self.calls + self.ops + self.replayed_calls
 
 
 def layer_passes(layout: Layout) -> float:
@@ -91,8 +87,9 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
     """Dispatch of one step: the family's calls and ops (layout.dispatch) at the calibrated cost of
     each under the layout's strategies and on its ranks (Calibration.host_figures), per layer of the stage and
     micro-batch and per micro-batch, and what a checkpointed layer adds to the backward: per layer replayed and per
-    call of the forward it replays (the checkpoint's bookkeeping and, selective, its policy's on each op); a compiled step,
-    a profile without those costs or a family without counts: per step plus per layer, unsplit."""
+    call of the forward it replays (the checkpoint's bookkeeping and, selective, its policy's on each op), and what an
+    MoE's layers add (moe_layer_seconds); a compiled step, a profile without those costs or a family without counts: per
+    step plus per layer, unsplit."""
     dispatches, ranks = eager_dispatches(layout), layout.dims.world_size
     per_step = cal.host_figures(ranks)["per_step"]
     if layout.compiled or not cal.host_s_per_dispatch or dispatches is None:
@@ -109,8 +106,10 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
 
 def moe_layer_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
     """(forward, backward) host seconds an MoE's layers add beyond their counted dispatch (Calibration.host_s_per_moe_layer),
-    split between the phases as a layer's calls and ops are; a checkpointed backward replays the forward's share."""
-    if not layout.cfg.model.experts or not cal.host_s_per_moe_layer:
+    split between the phases as a layer's calls and ops are (an assumption: the calibration's one run does not split
+    it; call 1 of docs/results/2026-11-29_selective31.md put about half of the 2.5B MoE's eager dispatch in its
+    forward, this split 40 % of the extra); a checkpointed backward replays the forward's share."""
+    if not layout.cfg.model.experts or not cal.host_s_per_moe_layer or layout.dispatch is None:
         return 0.0, 0.0
     layer = layout.dispatch.per_layer
     total = cal.host_s_per_moe_layer * layer_passes(layout)

@@ -5,6 +5,7 @@ before the next is dispatched):
     host seconds = per step + per dispatch x (forward calls + backward ops)
                    + the mode's (full, selective) per replayed layer x the layers a checkpointed step replays
                    + the mode's per replayed call x their forwards' calls
+                   + an MoE's per layer x its layer passes (and, checkpointed, its forward's share again)
 
 with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
@@ -100,14 +101,17 @@ def strategy_figures(strategies: dict[str, HostRun], cal: Calibration) -> dict:
     return {"host_s_per_dispatch_by_strategy": {**cal.host_s_per_dispatch_by_strategy, **costs}}
 
 
-def moe_layer_figure(runs: list[HostRun], cal: Calibration) -> dict:
+def moe_layer_figure(runs: list[HostRun], cal: Calibration) -> tuple[dict, list[str]]:
     """host_s_per_moe_layer: what the MoE runs' hosts take beyond their counted dispatch at `cal`'s figures, per layer
-    pass (never negative), on average; nothing without such runs."""
+    pass, on average; without such runs, or where they take no longer, the figure `cal` has, with a note."""
     if not runs:
-        return {}
+        kept = f"kept {cal.host_s_per_moe_layer * 1e3:.3g} ms" if cal.host_s_per_moe_layer else "an MoE's layers priced by counts alone"
+        return {}, [f"host dispatch: no host_moe run; {kept}"]
     counted = replace(cal, host_s_per_moe_layer=0.0)
     beyond = [(measured_host(r, counted) - host_seconds(r.layout, counted).total_s) / layer_passes(r.layout) for r in runs]
-    return {"host_s_per_moe_layer": max(0.0, sum(beyond) / len(beyond))}
+    if sum(beyond) <= MEASURABLE_S:
+        return {}, ["host dispatch: the host_moe run took no longer than its counted dispatch; kept the MoE's figure there was"]
+    return {"host_s_per_moe_layer": sum(beyond) / len(beyond)}, []
 
 
 def fit_host(runs: list[HostRun], compiled: HostRun | None, cal: Calibration,
@@ -132,5 +136,6 @@ def fit_host(runs: list[HostRun], compiled: HostRun | None, cal: Calibration,
         layers = compiled.layout.cfg.model.layers
         fitted["host_s_per_layer_compiled"] = max(0.0, (measured_host(compiled, cal) - per_step) / layers)
     fitted.update(strategy_figures(strategies or {}, replace(cal, **fitted)))
-    moe = [r for r in runs if r.layout.cfg.model.experts and r.layout.activation_checkpointing == "none"]
-    return {**fitted, **moe_layer_figure(moe, replace(cal, **fitted))}, notes
+    moe, moe_notes = moe_layer_figure([r for r in runs if r.layout.cfg.model.experts and r.layout.activation_checkpointing == "none"],
+                                      replace(cal, **fitted))
+    return {**fitted, **moe}, notes + moe_notes

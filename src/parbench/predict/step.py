@@ -1,13 +1,13 @@
 """Step time and memory of a training layout on one device's critical path, in one pass:
 
-    layout (shapes, counts, stage)  ->  per-op compute (costs.py)  ->  communication per strategy
-    (comm.py)  ->  overlap  ->  step time, and memory (memory.py)
+    layout (shapes, counts, stage)  ->  per-op compute (costs.py), host dispatch (host.py)  ->
+    communication per strategy (comm.py)  ->  overlap  ->  step time, and memory (memory.py)
 
     step = compute / (1 - pipeline bubble) + exposed communication + device idle + exposed host dispatch
 
 compute is the dense GEMMs, attention, element-wise work, the optimizer and the recomputed forward
 (costs.py); communication per strategy minus what that strategy hides behind compute (never more
-than the compute there is); a GPU's idle gaps between kernels, as calibrated; host dispatch (the
+than the compute there is); a GPU's idle gaps between kernels, as calibrated; host dispatch (host.py: the
 family's calls and ops at their calibrated costs) counts in full on a CPU, and on a GPU where it
 exceeds the device's work of its phase (forward, backward) or of the whole step."""
 
