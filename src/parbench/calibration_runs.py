@@ -33,15 +33,20 @@ HOST_LAYERS = (2, 4)
 HOST_RUNS = tuple(f"host_{layers}_layers" for layers in HOST_LAYERS)
 HOST_STEPS = ["workload.seq_len=64", "workload.batch_size=2", "workload.steps=60", "profile.enabled=false"]
 HOST_RUN = [*HOST_STEPS, "parallel=dp"]
-# The host runs beyond the tiny Llama at two depths: GPT-2- and Qwen3-shaped blocks at the tiny model's
-# size, the Llama and GPT-2 blocks checkpointed in each mode (two blocks of 55 and 25 calls: a replayed
-# layer's cost per layer and per call), and the tiny MoE (what its layer adds beyond its counted dispatch).
+# The host runs beyond the tiny Llama at two depths: GPT-2- and Qwen3-shaped blocks at the tiny model's size, the tiny
+# MoE (what its layer adds beyond its counted dispatch), and the Llama, GPT-2, Qwen3 and MoE blocks checkpointed in each
+# mode (25 to 117 calls a layer: a replayed layer's cost per layer and per call, interpolated between block structures
+# rather than extrapolated from two: on one H200 host a line through the Llama's and GPT-2's put Qwen3's and the MoE's
+# selective replays 27 and 52 % over and their full ones 75 and 112 %, one through all four every block's within 15 and
+# 32 %; docs/results/2026-11-29_selective31.md).
 GPT2_SHAPE = ["model=gpt2_xl", "model.hidden=64", "model.heads=4", "model.kv_heads=4", "model.ffn=256", "model.vocab=512",
               "model.max_seq_len=256"]
-HOST_SHAPES = {"host_gpt2": (GPT2_SHAPE, []), "host_qwen3": (["model=tiny", "model.qk_norm=true"], []),
-               "host_moe": (["model=tiny_moe"], []),
+QWEN3_SHAPE, MOE_SHAPE = ["model=tiny", "model.qk_norm=true"], ["model=tiny_moe"]
+CHECKPOINTED_FAMILIES = {"": (["model=tiny"], "llama3_2_1b"), "_gpt2": (GPT2_SHAPE, "gpt2_xl"),
+                         "_qwen3": (QWEN3_SHAPE, "qwen3_1_7b"), "_moe": (MOE_SHAPE, "moe_2_5b")}
+HOST_SHAPES = {"host_gpt2": (GPT2_SHAPE, []), "host_qwen3": (QWEN3_SHAPE, []), "host_moe": (MOE_SHAPE, []),
                **{f"host{family}_{mode}": (model, [f"workload.activation_checkpointing={mode}"])
-                  for family, model in (("", ["model=tiny"]), ("_gpt2", GPT2_SHAPE)) for mode in ("full", "selective")}}
+                  for family, (model, _) in CHECKPOINTED_FAMILIES.items() for mode in ("full", "selective")}}
 EAGER_HOST_RUNS = (*HOST_RUNS, *HOST_SHAPES)
 # A decode step's attention kinds the GPU run times: (heads, KV heads, head width), grouped and one query per KV head
 # at 64 and 128 wide; each at one sequence and at 128 to 2,048 blocks (sequences x KV heads), and from a short
@@ -100,7 +105,7 @@ GPU_SIZES = {"matmul": "[[1024,1024,1024],[2048,2048,2048],[4096,4096,4096],[819
              "kernels": ["profile.enabled=true"], "deep": ["model.layers=16"],
              # A checkpointed layer's replay costs the host more at a real width than at the tiny model's
              # (H100, 2026-11-26: 3.7 ms a fully checkpointed layer of the 1B Llama's, 2.3 ms of the tiny one's)
-             **{f"host{family}_{mode}_model": [f"model={model}"] for family, model in (("", "llama3_2_1b"), ("_gpt2", "gpt2_xl"))
+             **{f"host{family}_{mode}_model": [f"model={model}"] for family, (_, model) in CHECKPOINTED_FAMILIES.items()
                 for mode in ("full", "selective")}}
 
 

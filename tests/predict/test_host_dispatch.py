@@ -98,7 +98,8 @@ def synthetic_runs(cal, names: tuple[str, ...], overrides: list[str]) -> list[Ho
 
 def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_costs():
     """CPU steps made by the model with known costs give them back: a replayed layer's cost per layer and per call
-    from the Llama's and GPT-2's checkpointed blocks, per call alone from one family's; checkpointed runs alone
+    from the Llama's, GPT-2's, Qwen3's and the MoE's checkpointed blocks (the MoE's own figure beyond its counts
+    first), per call alone from one family's; checkpointed runs alone
     cannot fix a cost per dispatch, and say so."""
     per_call, per_layer = {"full": 40e-6, "selective": 90e-6}, {"full": 1.5e-3, "selective": 3e-3}
     truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
@@ -112,7 +113,7 @@ def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_
     assert not notes
     fitted, notes = fit_host([r for r in runs if not r.layout.cfg.model.experts], None, truth)
     assert "host_s_per_moe_layer" not in fitted and notes == ["host dispatch: no host_moe run; kept 2 ms"]
-    llama_only = [r for r in runs if r.layout.cfg.model.family != "gpt2" or r.layout.activation_checkpointing == "none"]
+    llama_only = [r for r in runs if r.layout.dispatch.signature == "llama" or r.layout.activation_checkpointing == "none"]
     fitted, _ = fit_host(llama_only, None, truth)
     calls = family_dispatch(compose("model=tiny").model).per_layer.forward_calls
     assert fitted["host_s_per_replayed_layer"] == {"full": 0.0, "selective": 0.0}
@@ -318,16 +319,19 @@ def test_a_profile_whose_moe_layer_figure_goes_negative_is_refused(tmp_path):
         load_calibration(str(path))
 
 
-def test_a_gpus_checkpointed_host_runs_are_the_1b_llama_and_gpt2_xl_at_their_widths():
+def test_a_gpus_checkpointed_host_runs_are_four_block_structures_at_their_widths():
     """On a GPU a replay costs more at a real width than at the tiny model's: the checkpointed host runs take the
-    1B Llama's and GPT-2 XL's own blocks (55 and 25 calls a layer), 4 layers each; a CPU takes the tiny shapes."""
+    1B Llama's, GPT-2 XL's, Qwen3 1.7B's and the 2.5B MoE's own blocks (55, 25, 61 and 117 calls a layer), 4 layers
+    each; a CPU takes the tiny shapes."""
     gpu = calibrate.benchmarks(compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload=train"))
     cpu = calibrate.benchmarks(compose("hardware=cpu", "workload=train"))
     for mode in ("full", "selective"):
-        for name, model in ((f"host_{mode}", "llama3_2_1b"), (f"host_gpt2_{mode}", "gpt2_xl")):
+        for name, model in ((f"host_{mode}", "llama3_2_1b"), (f"host_gpt2_{mode}", "gpt2_xl"),
+                            (f"host_qwen3_{mode}", "qwen3_1_7b"), (f"host_moe_{mode}", "moe_2_5b")):
             assert [o for o in gpu[name] if o.startswith("model")] == [f"model={model}", "model.layers=4"], name
             assert f"workload.activation_checkpointing={mode}" in gpu[name] and "model.hidden=64" not in gpu[name]
         assert "model=tiny" in cpu[f"host_{mode}"] and "model.hidden=64" in cpu[f"host_gpt2_{mode}"]
+        assert "model.qk_norm=true" in cpu[f"host_qwen3_{mode}"] and "model=tiny_moe" in cpu[f"host_moe_{mode}"]
 
 
 @pytest.mark.parametrize("gpt2_beyond", [0.0, 4e-3])

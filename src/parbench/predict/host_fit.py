@@ -1,5 +1,5 @@
-"""Host dispatch costs fitted from the host-bound runs `parbench calibrate` makes (the tiny model's,
-and on a GPU the 1B Llama's and GPT-2 XL's checkpointed blocks at 128 tokens: their kernels finish long
+"""Host dispatch costs fitted from the host-bound runs `parbench calibrate` makes (the tiny model's, and on a GPU the
+1B Llama's, GPT-2 XL's, Qwen3 1.7B's and the 2.5B MoE's checkpointed blocks at 128 tokens: their kernels finish long
 before the next is dispatched):
 
     host seconds = per step + per dispatch x (forward calls + backward ops)
@@ -10,13 +10,14 @@ before the next is dispatched):
 with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
 least squares; each mode's checkpointed runs then fix what a replayed layer costs beyond them, per
-layer and per call of the forward it replays, by a line through the blocks of two families (one
-family: per call alone). Much of a replay is fixed cost: on an H200 a fully checkpointed GPT-2 XL
+layer and per call of the forward it replays, by a line through the blocks of four families (the Llama's,
+GPT-2's, Qwen3's and an MoE's, 25 to 117 calls; a profile's runs of one family: per call alone). Much of a replay is fixed cost: on an H200 a fully checkpointed GPT-2 XL
 layer (25 calls) costs the host 2.6 ms, a 1B Llama's (55) 3.6 ms, so that per call alone, fitted on
 the Llama, GPT-2's steps came out 19-34 % short. Calls, not aten ops: the CPU's op counts are not
 CUDA's (an RMSNorm is 7 ops on a CPU, one fused kernel on CUDA), and per CPU-counted op Qwen3's
 replay (193 ops to the Llama's 153) came out 20 % above the Llama's, where measured it is 7-13 % below
-(docs/results/2026-11-29_replay31.md). A forward call and a backward op cost alike: a split fitted
+(docs/results/2026-11-29_replay31.md); counted as CUDA runs them, per op fitted no better than per call across
+hosts (docs/results/2026-11-29_selective31.md). A forward call and a backward op cost alike: a split fitted
 from these runs put a Qwen3 block's dispatch 35 % too high and a GPT-2 block's 23 % too low, since
 their step times spread 10-25 % from p10 to p90. The compiled run gives a compiled layer's dispatch; on two or
 more ranks the deeper tiny run under tp and under fsdp what each strategy's wrappers add per dispatch. A tiny MoE's run
@@ -30,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from parbench.predict.calibration import Calibration
-from parbench.predict.host import host_seconds, layer_passes
+from parbench.predict.host import host_seconds, layer_passes, moe_layer_seconds
 from parbench.predict.layout import Layout
 from parbench.predict.learn import per_step_and_layer
 from parbench.predict.step import predict_step
@@ -62,6 +63,12 @@ def dispatches(layout: Layout) -> float:
     return host_seconds(layout, Calibration(host_s_per_dispatch=1.0)).total_s
 
 
+def plain_host(layout: Layout, cal: Calibration, per_step: float, per_dispatch: float) -> float:
+    """What a step of this layout dispatches without its checkpoint's replay: per step, per dispatch, and an MoE's
+    layers' figure (its forward's share replayed where checkpointed included)."""
+    return per_step + per_dispatch * dispatches(layout) + sum(moe_layer_seconds(layout, cal))
+
+
 def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: float,
                    per_dispatch: float) -> tuple[dict, list[str]]:
     """host_s_per_replayed_layer and host_s_per_replayed_call by mode: what each run's host takes beyond its plain
@@ -71,7 +78,7 @@ def replay_figures(checkpointed: list[HostRun], cal: Calibration, per_step: floa
     per_layer, per_call, notes = dict(cal.host_s_per_replayed_layer), dict(cal.host_s_per_replayed_call), []
     for mode in sorted({r.layout.activation_checkpointing for r in checkpointed}):
         points = [(r.layout.dispatch.per_layer.forward_calls,
-                   (measured_host(r, cal) - per_step - per_dispatch * dispatches(r.layout)) / layer_passes(r.layout))
+                   (measured_host(r, cal) - plain_host(r.layout, cal, per_step, per_dispatch)) / layer_passes(r.layout))
                   for r in checkpointed if r.layout.activation_checkpointing == mode]
         line = per_step_and_layer(points) or {"per_step": 0.0, "per_layer": max(0.0, sum(y for _, y in points)
                                                                                  / sum(x for x, _ in points))}
@@ -116,18 +123,20 @@ def moe_layer_figure(runs: list[HostRun], cal: Calibration) -> tuple[dict, list[
 
 def fit_host(runs: list[HostRun], compiled: HostRun | None, cal: Calibration,
              strategies: dict[str, HostRun] | None = None) -> tuple[dict, list[str]]:
-    """The host figures of the calibration, and a note on what the runs left as it was: the dense runs' figures,
-    then what an MoE's layer adds beyond them."""
-    eager = [r for r in runs if not r.layout.cfg.model.experts]
-    plain = [r for r in eager if r.layout.activation_checkpointing == "none"]
+    """The host figures of the calibration, and a note on what the runs left as it was: the dense plain runs' figures,
+    what an MoE's layer adds beyond them, then what a checkpointed layer replays (every family's checkpointed runs)."""
+    plain = [r for r in runs if not r.layout.cfg.model.experts and r.layout.activation_checkpointing == "none"]
     costs = per_step_and_dispatch(plain, cal)
     if costs is None:  # the strategies' costs beyond the figures kept
         return strategy_figures(strategies or {}, cal), ["host dispatch: the tiny runs without checkpointing do not fix "
-                                                         "a cost per step and per dispatch; kept the figures there were"] if eager else []
+                                                         "a cost per step and per dispatch; kept the figures there were"] if runs else []
     per_step, per_dispatch = costs
     fitted: dict = {"host_s_per_step": per_step, "host_s_per_dispatch": per_dispatch}
-    replay, notes = replay_figures([r for r in eager if r.layout.activation_checkpointing != "none"], cal, per_step,
-                                   per_dispatch)
+    moe, notes = moe_layer_figure([r for r in runs if r.layout.cfg.model.experts and r.layout.activation_checkpointing == "none"],
+                                  replace(cal, **fitted))
+    fitted.update(moe)
+    replay, replay_notes = replay_figures([r for r in runs if r.layout.activation_checkpointing != "none"],
+                                          replace(cal, **fitted), per_step, per_dispatch)
     fitted.update(replay)
     deepest = max(plain, key=lambda r: r.layout.cfg.model.layers)  # one figure per layer, for a family without counts
     layer = deepest.layout.dispatch.per_layer if deepest.layout.dispatch else None
@@ -136,6 +145,4 @@ def fit_host(runs: list[HostRun], compiled: HostRun | None, cal: Calibration,
         layers = compiled.layout.cfg.model.layers
         fitted["host_s_per_layer_compiled"] = max(0.0, (measured_host(compiled, cal) - per_step) / layers)
     fitted.update(strategy_figures(strategies or {}, replace(cal, **fitted)))
-    moe, moe_notes = moe_layer_figure([r for r in runs if r.layout.cfg.model.experts and r.layout.activation_checkpointing == "none"],
-                                      replace(cal, **fitted))
-    return {**fitted, **moe}, notes + moe_notes
+    return fitted, notes + replay_notes
