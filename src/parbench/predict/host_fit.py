@@ -10,10 +10,11 @@ before the next is dispatched):
 with each run's calls and ops from its family's counts (models/dispatch_table.py). The runs without
 checkpointing (the tiny Llama at two depths, GPT-2- and Qwen3-shaped blocks) fix the first two by
 least squares; each mode's checkpointed runs then fix what a replayed layer costs beyond them, per
-layer and per call of the forward it replays, by a line through the blocks of four families (the Llama's,
-GPT-2's, Qwen3's and an MoE's, 25 to 117 calls; a profile's runs of one family: per call alone). Much of a replay is fixed cost: on an H200 a fully checkpointed GPT-2 XL
-layer (25 calls) costs the host 2.6 ms, a 1B Llama's (55) 3.6 ms, so that per call alone, fitted on
-the Llama, GPT-2's steps came out 19-34 % short. Calls, not aten ops: the CPU's op counts are not
+layer and per call of the forward it replays, by a line through the blocks of four families (the
+Llama's, GPT-2's, Qwen3's and an MoE's, 25 to 117 calls; a profile's runs of one family: per call
+alone). Much of a replay is fixed cost: on an H200 a fully checkpointed GPT-2 XL layer (25 calls)
+costs the host 2.6 ms, a 1B Llama's (55) 3.6 ms, so that per call alone, fitted on the Llama,
+GPT-2's steps came out 19-34 % short. Calls, not aten ops: the CPU's op counts are not
 CUDA's (an RMSNorm is 7 ops on a CPU, one fused kernel on CUDA), and per CPU-counted op Qwen3's
 replay (193 ops to the Llama's 153) came out 20 % above the Llama's, where measured it is 7-13 % below
 (docs/results/2026-11-29_replay31.md); counted as CUDA runs them, per op fitted no better than per call across
