@@ -2,7 +2,7 @@
 model family and the features that change a block's code (q/k norms, biases, experts, a sliding
 window), read without torch: the predictor's host-dispatch units (predict/host.py). The table
 (dispatch_counts.json beside this file) is counted from the models themselves by
-`python -m parbench.models.dispatch`, and tests/models/test_dispatch.py checks it against a fresh
+`python -m parbench.models.dispatch`, and tests/predict/test_host_dispatch.py checks it against a fresh
 count for every conf/model/*.yaml.
 
     forward_calls   torch calls the Python forward makes (functions, tensor methods, modules' F.*):
@@ -51,8 +51,8 @@ def _table() -> dict[str, dict]:
 
 def family_dispatch(m: ModelConfig) -> FamilyDispatch | None:
     """This model's counts; where the table lacks its features, an MoE's another MoE entry of its family (its grouped
-    layer dispatches about alike whatever its experts: 4 of top-2 and 8 of top-2 count the same), else its family's base entry; None where the table knows none of
-    them (the predictor then uses the calibration's per-layer figure)."""
+    layer dispatches about alike whatever its experts: 4 of top-2 and 8 of top-2 count the same), else its family's
+    base entry; None where the table knows none of them (the predictor then uses the calibration's per-layer figure)."""
     table = _table()
     moe = sorted(k for k in table if m.experts and k.startswith(f"{m.family}+moe"))
     for key in (dispatch_signature(m), *moe, m.family):

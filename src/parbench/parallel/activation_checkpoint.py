@@ -39,13 +39,15 @@ _UNCOUNTED_OPS = {overload for op in (torch.ops.profiler._record_function_enter,
 
 
 def _selective_context():
-    SAC_IGNORED_OPS.update(_UNCOUNTED_OPS)
     return create_selective_checkpoint_contexts(_save_matmuls)
 
 
 def apply(pmodel: ParallelModel, env: DistEnv, cfg: Config) -> ParallelModel:
     mode = cfg.workload.activation_checkpointing
-    kwargs = {"context_fn": _selective_context} if mode == "selective" else {}
+    kwargs = {}
+    if mode == "selective":  # the ops left uncounted once here: the context is made anew for every block's every call
+        SAC_IGNORED_OPS.update(_UNCOUNTED_OPS)
+        kwargs = {"context_fn": _selective_context}
     for part in pmodel.parts:
         for name, block in list(part.layers.items()):
             part.layers[name] = checkpoint_wrapper(block, preserve_rng_state=False, **kwargs)
