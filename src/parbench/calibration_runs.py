@@ -221,8 +221,6 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
     }
 
 
-
-
 def benchmark_layout(overrides: list[str], name: str) -> Layout:
     """The layout of one calibration run, as the model sees it."""
     return composed_layout(tuple(overrides), name)

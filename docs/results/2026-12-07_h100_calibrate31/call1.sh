@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# issue 31, 2026-12-07 (twenty-first session), H100, call 1: `parbench calibrate hardware=h100_sxm` resumed from the
+# 2026-11-28 H100 ledger (docs/results/2026-11-28_decode_attention31/h100_call2): every host_* run dropped so that all
+# fourteen are measured on this one host, infer_graph_* dropped (they now count the replay's kernels); the runs added
+# since (grouped, elementwise, census_*, the new checkpointed host runs) and the changed attention run are measured.
+G=$(nvidia-smi --query-gpu=name,serial --format=csv,noheader); echo "call: $G" | tee $OUT/gpu.txt
+case "$G" in *H100*) ;; *) exit 3;; esac
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/src || exit
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+W=outputs/calibrate/h100_sxm_c31; mkdir -p $W
+python3 -c "import json, sys; m = json.load(open(sys.argv[1])); json.dump({k: v for k, v in m.items() if not k.startswith(('host_', 'infer_graph_'))}, open(sys.argv[2], 'w'))" \
+  docs/results/2026-11-28_decode_attention31/h100_call2/measured_h100_sxm.json $W/measured.json
+timeout 530 python -m parbench calibrate hardware=h100_sxm tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1 \
+  --work $W --out $OUT/h100_sxm.yaml 2>&1 | grep --line-buffered -v INFO | grep --line-buffered -v "measured before" > $OUT/calibrate.log
+cp $W/measured.json $OUT/measured_h100_sxm.json
+grep -E "done in|saved|Error" $OUT/calibrate.log | tail -5 | cut -c1-300
