@@ -10,7 +10,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 W=outputs/calibrate/h100_sxm_c31; mkdir -p $W
 python3 -c "import json, sys; m = json.load(open(sys.argv[1])); json.dump({k: v for k, v in m.items() if not k.startswith(('host_', 'infer_graph_'))}, open(sys.argv[2], 'w'))" \
   docs/results/2026-11-28_decode_attention31/h100_call2/measured_h100_sxm.json $W/measured.json
-timeout 530 python -m parbench calibrate hardware=h100_sxm tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1 \
+(while sleep 10; do cp $W/measured.json $OUT/measured_h100_sxm.json; done) > /dev/null 2>&1 &  # a call cut short keeps what finished
+COPIER=$!
+timeout ${CAL_S:-530} python -m parbench calibrate hardware=h100_sxm tracking.uri=sqlite:////tmp/mlflow.db hardware.gpus_per_node=1 \
   --work $W --out $OUT/h100_sxm.yaml 2>&1 | grep --line-buffered -v INFO | grep --line-buffered -v "measured before" > $OUT/calibrate.log
-cp $W/measured.json $OUT/measured_h100_sxm.json
+kill $COPIER; cp $W/measured.json $OUT/measured_h100_sxm.json
 grep -E "done in|saved|Error" $OUT/calibrate.log | tail -5 | cut -c1-300
