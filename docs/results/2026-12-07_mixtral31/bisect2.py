@@ -3,7 +3,7 @@
 out of larger blocks (the caching allocator's split of a freed block twice B's size, views at offsets 0, 512 B and
 1 MiB into a buffer); then Mixtral's engine built as a run builds it (build_shard: every weight allocated empty, then
 filled layer by layer from float32 pieces that are freed); then a B made after the build, the engine's w1 of layer
-0, and the first B again. Each: the CUTLASS kernel's median (profiler, 30 eager calls, experts 0 and 1) and CUDA
+0, a copy of the first B, and the first B again. Each: the CUTLASS kernel's median (profiler, 30 eager calls, experts 0 and 1) and CUDA
 events over the same 30 calls. Usage (one H200, from benchmarks/): python ../docs/results/2026-12-07_mixtral31/bisect2.py"""
 
 import sys
@@ -67,6 +67,7 @@ def main() -> None:
     line("B made after the build", late)
     w1 = next(iter(model.layers.values())).feed_forward.experts.w1.detach()
     line("the engine's layer-0 w1", w1)
+    line("a copy of the first B, made after the build", first.clone())
     line("B made first, again", first)
     line("B made after the build, again", late)
 
