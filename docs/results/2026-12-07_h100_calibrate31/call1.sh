@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Prepared 2026-12-07 and not yet run: no H100 could be started that session (six tries). Run as is: call 1, then call 2 with
+# call 1's h100_sxm.yaml copied to conf/calibrations/ (and ledger + calibrate.log into this folder).
 # issue 31, 2026-12-07 (twenty-first session), H100, call 1: `parbench calibrate hardware=h100_sxm` resumed from the
 # 2026-11-28 H100 ledger (docs/results/2026-11-28_decode_attention31/h100_call2): every host_* run dropped so that all
 # fourteen are measured on this one host, infer_graph_* dropped (they now count the replay's kernels); the runs added
