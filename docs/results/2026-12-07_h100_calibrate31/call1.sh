@@ -5,10 +5,7 @@
 # 2026-11-28 H100 ledger (docs/results/2026-11-28_decode_attention31/h100_call2): every host_* run dropped so that all
 # fourteen are measured on this one host, infer_graph_* dropped (they now count the replay's kernels); the runs added
 # since (grouped, elementwise, census_*, the new checkpointed host runs) and the changed attention run are measured.
-G=$(nvidia-smi --query-gpu=name,serial --format=csv,noheader); echo "call: $G" | tee $OUT/gpu.txt
-case "$G" in *H100*) ;; *) exit 3;; esac
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/src || exit
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+source docs/results/device_env.sh H100
 W=outputs/calibrate/h100_sxm_c31; mkdir -p $W
 python3 -c "import json, sys; m = json.load(open(sys.argv[1])); json.dump({k: v for k, v in m.items() if not k.startswith(('host_', 'infer_graph_'))}, open(sys.argv[2], 'w'))" \
   docs/results/2026-11-28_decode_attention31/h100_call2/measured_h100_sxm.json $W/measured.json

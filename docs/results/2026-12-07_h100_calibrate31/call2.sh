@@ -2,10 +2,7 @@
 # issue 31, 2026-12-07, H100, call 2: with call 1's profile as the shipped conf/calibrations/h100_sxm.yaml, what a new
 # user sees on the default training and inference runs, then cases no H100 had measured: the 2.5B MoE's training
 # steps (unseen_moe), each dense family's eager checkpointed steps (unseen_replay), 7-8B and MoE inference (unseen_models).
-G=$(nvidia-smi --query-gpu=name,serial --format=csv,noheader); echo "call: $G" | tee $OUT/gpu.txt
-case "$G" in *H100*) ;; *) exit 3;; esac
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD/src || exit
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+source docs/results/device_env.sh H100
 timeout 80 python -m parbench hardware.gpus_per_node=1 tracking.uri=sqlite:////tmp/u.db hydra.run.dir=/tmp/run 2>&1 | grep -v INFO | tail -22 > $OUT/default_run.log
 timeout 100 python -m parbench workload=inference hardware.gpus_per_node=1 tracking.uri=sqlite:////tmp/u.db hydra.run.dir=/tmp/inf 2>&1 | grep -v INFO | tail -26 > $OUT/default_inference.log
 grep -h "predicted_" $OUT/default_run.log $OUT/default_inference.log | cut -c1-160

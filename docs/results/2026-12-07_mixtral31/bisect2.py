@@ -19,24 +19,25 @@ from parbench.workloads.inference.model_parallel import build_shard  # noqa: E40
 from process_state import cutlass_us  # noqa: E402
 
 E, K, N = 8, 4096, 14336
-X = None
-OFFS = None
 
 
-def events_us(b: torch.Tensor) -> float:
+def events_us(x: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> float:
     """Mean of 30 back-to-back calls by CUDA events (prepare kernel included)."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(30):
-        F.grouped_mm(X, b, offs=OFFS)
+        F.grouped_mm(x, b, offs=offs)
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) * 1e3 / 30
 
 
-def line(label: str, b: torch.Tensor) -> None:
-    where = f"ptr {b.data_ptr():#x}, 2 MiB offset {b.data_ptr() % (2 << 20)}, strides {b.stride()}"
-    print(f"{label}: kernel {cutlass_us(X, b, OFFS):.1f} µs, events {events_us(b):.1f} µs ({where})", flush=True)
+def timed(x: torch.Tensor, offs: torch.Tensor):
+    """A printer of one B's times over rows x split by offs."""
+    def line(label: str, b: torch.Tensor) -> None:
+        where = f"ptr {b.data_ptr():#x}, 2 MiB offset {b.data_ptr() % (2 << 20)}, strides {b.stride()}"
+        print(f"{label}: kernel {cutlass_us(x, b, offs):.1f} µs, events {events_us(x, b, offs):.1f} µs ({where})", flush=True)
+    return line
 
 
 def randn_b() -> torch.Tensor:
@@ -44,10 +45,9 @@ def randn_b() -> torch.Tensor:
 
 
 def main() -> None:
-    global X, OFFS
     torch.cuda.set_device(0)
-    X = torch.randn(2, K, dtype=torch.bfloat16, device="cuda")
-    OFFS = torch.tensor([1, 2, 2, 2, 2, 2, 2, 2], device="cuda", dtype=torch.int32)
+    line = timed(torch.randn(2, K, dtype=torch.bfloat16, device="cuda"),
+                 torch.tensor([1, 2, 2, 2, 2, 2, 2, 2], device="cuda", dtype=torch.int32))
     first = randn_b()
     line("B made first", first)
     block = torch.empty(2 * E * K * N, dtype=torch.bfloat16, device="cuda")
