@@ -184,7 +184,8 @@ def test_each_block_gemm_runs_at_the_rate_of_its_size(model):
         lay = Layout.of(cfg, validate(cfg, None))
         return matmul_seconds(lay, cal)[0], lay
 
-    flat = replace(load_calibration("h100_sxm"), matmul_half_gflop=0.0, unaligned_matmul_factor=1.0, membw_gbps=0.0)
+    flat = replace(load_calibration("h100_sxm"), matmul_half_gflop=0.0, unaligned_matmul_factor=1.0, membw_gbps=0.0,
+                   grouped_matmul_tflops=0.0)  # the experts' grouped calls at the plain rate
     seconds, lay = gemms(flat)
     assert seconds == pytest.approx(6 * lay.counts.matmul_active * lay.tokens_per_step / (flat.matmul_tflops * 1e12))
     curved = replace(flat, matmul_half_gflop=20.0)

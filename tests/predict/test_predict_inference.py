@@ -12,7 +12,7 @@ import pytest
 from parbench.metrics.inference_cost import prefill_attention_flops
 from parbench.prepare import validate
 from parbench.predict import prediction_errors
-from parbench.predict.calibration import Calibration, LinkFit
+from parbench.predict.calibration import KV_TILE, Calibration, LinkFit
 from parbench.predict.calibration_file import load_calibration
 from parbench.predict.costs import expert_gemm_seconds, gemm_call_seconds, gemm_seconds
 from parbench.predict.inference import decode_weights_seconds, engine_gemm_weights, predict_inference, routing_seconds
@@ -344,11 +344,15 @@ def test_a_decode_calls_blocks_are_a_ranks_and_its_positions_a_windows():
 
 
 def test_an_fp32_run_on_a_bf16_profile_reads_its_decode_calls_at_twice_the_bytes_a_position():
+    """Of whole KV tiles: half of the shortest measured cache (128 positions) is a part-filled tile, which
+    reads a whole one."""
     cal = load_calibration("h100_sxm")
     fp32 = in_dtype(cal, compose("hardware=h100_sxm", "hardware.gpus_per_node=1").hardware, "fp32")
     for kind, calls in cal.decode_attention_s.items():
         for shape, seconds in calls.items():
             blocks, positions = (int(v) for v in shape.split("x"))
+            if positions < 2 * KV_TILE:
+                continue
             assert fp32.decode_attention_call_s(int(kind.split("/")[0]), "mha" not in kind, blocks, positions / 2) \
                 == pytest.approx(seconds)
 

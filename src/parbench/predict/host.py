@@ -124,11 +124,12 @@ def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bo
     host queued: a phase lasts the longer of its kernels with their gaps and their dispatch (a phase
     that waits on the host has its launch gaps inside that wait), since the launch queue (about a
     thousand kernels) holds far less than a phase of an eager LLM step, so a slow forward is not
-    covered by the backward's slack; and the step lasts at least its whole dispatch."""
+    covered by the backward's slack; and the step lasts at least its whole dispatch. The optimizer's few
+    kernels run while the host dispatches the next step's forward (the loop reads each step a step late,
+    without synchronising the stream), so they count with the forward's kernels."""
     if on_cpu:
         return host.total_s
-    forward = compute.forward_s + idle.forward_s
+    forward = compute.forward_s + compute.optimizer_s + idle.forward_s
     backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s
-    device = compute.total_s + idle.total_s + rest_s
-    phased = (max(forward, host.forward_s) + max(backward, host.backward_s) + compute.optimizer_s + idle.step_s + rest_s)
-    return max(phased, host.total_s) - device
+    waits = max(0.0, host.forward_s - forward) + max(0.0, host.backward_s - backward)
+    return max(waits, host.total_s - (compute.total_s + idle.total_s + rest_s))

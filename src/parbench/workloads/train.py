@@ -26,6 +26,7 @@ from parbench.parallel.model import ParallelModel, parallelize
 from parbench.parallel.specs import STRATEGIES
 from parbench.dtypes import torch_dtype
 from parbench.workloads.faults import inject_fault
+from parbench.workloads.host_transfer import HostCopy, to_device
 from parbench.workloads.manual_gc import manual_gc
 from parbench.workloads.reporting import StepReporter
 from parbench.workloads.specs.train import TrainWorkload, plan
@@ -39,7 +40,7 @@ def synthetic_batch(cfg: Config, env: DistEnv, step: int) -> tuple[torch.Tensor,
                            generator=gen)
     local = tokens.chunk(env.dims.data_parallel)[env.data_rank()]
     # Contiguous: pipeline stages check the strides of what they receive against their first batch.
-    inputs, labels = (t.contiguous().to(env.device) for t in (local[:, :-1], local[:, 1:]))
+    inputs, labels = (to_device(t.contiguous(), env.device) for t in (local[:, :-1], local[:, 1:]))
     if env.dims.cp > 1:  # context parallel: this rank's chunks of every sequence
         from parbench.parallel.cp import held_positions  # DTensor's modules: only under cp
 
@@ -135,14 +136,14 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
     total = measured.stop + profiler.window_steps
     times: dict[str, list[float]] = {"warmup": [], "measure": [], "profile": []}
     losses, strategy_values = [], []
-    unread_losses: deque[torch.Tensor] = deque()
+    unread_losses: deque[HostCopy] = deque()
 
     def read_step() -> None:
         """Record the oldest unread step; waits for that step only (later ones stay queued)."""
         step = len(losses)
         elapsed, dispatch_s = clock.read()
         measured_values = {**pmodel.step_metrics(), "host_dispatch_s": dispatch_s}
-        loss_value = unread_losses.popleft().item() / env.world_size
+        loss_value = unread_losses.popleft().read() / env.world_size
         phase = step_phase(w, step)
         times[phase].append(elapsed)
         if phase == "measure":
@@ -172,7 +173,7 @@ def run(cfg: Config, env: DistEnv, reporter: StepReporter) -> dict:
                         loss = pmodel.forward_backward(inputs, labels)
                     optimizer_step()
                 dist.all_reduce(loss)  # mean over ranks = mean over the global batch
-                unread_losses.append(loss)
+                unread_losses.append(HostCopy(loss))
                 while len(unread_losses) > clock.lag:
                     read_step()
                 profiler.step()
