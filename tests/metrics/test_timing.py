@@ -47,4 +47,3 @@ def test_a_graphed_call_is_timed_per_call_of_the_replayed_graph():
     seconds = time_graphed(copy, 4, 5)
     assert seen == [0, 1, 2, 3] * 2
     assert 1e-6 < seconds < 1e-3
-
