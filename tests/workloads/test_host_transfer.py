@@ -21,12 +21,14 @@ def test_on_cpu_a_host_copy_reads_the_value_and_the_batch_stays_where_it_is():
 def test_reading_a_step_waits_for_that_step_not_for_the_work_queued_after_it():
     """The training loop reads step i after queueing step i+1: a loss read by Tensor.item() and a
     batch copied from pageable memory each wait for the whole stream (docs/results/2026-12-07_dispatch31.md)."""
+    batch = torch.ones(2, 8, dtype=torch.long)
+    to_device(batch, torch.device("cuda"))  # the pinned memory allocated before the clock starts
     torch.cuda.synchronize()
     copy = HostCopy(torch.full((), 3.0, device="cuda"))
     torch.cuda._sleep(2_000_000_000)  # about a second of device time, queued after the loss
     started = time.perf_counter()
     value = copy.read()
-    batch = to_device(torch.ones(2, 8, dtype=torch.long), torch.device("cuda"))
+    batch = to_device(batch, torch.device("cuda"))
     waited = time.perf_counter() - started
     assert value == 3.0 and batch.is_cuda
     assert waited < 0.1, f"the read waited {waited:.3f} s: it synchronised the stream"
