@@ -22,14 +22,10 @@ class HostCopy:
     H100, docs/results/2026-12-07_dispatch31.md) and undo StepClock's lag."""
 
     def __init__(self, value: torch.Tensor):
-        self._copied = None
-        if value.is_cuda:
-            self._host = torch.empty(value.shape, dtype=value.dtype, pin_memory=True)
-            self._host.copy_(value.detach(), non_blocking=True)
-            self._copied = torch.cuda.Event()
+        self._host = value.detach().to("cpu", non_blocking=True)  # from a GPU: into pinned memory
+        self._copied = torch.cuda.Event() if value.is_cuda else None
+        if self._copied is not None:
             self._copied.record()
-        else:
-            self._host = value.detach()
 
     def read(self) -> float:
         if self._copied is not None:
