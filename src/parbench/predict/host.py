@@ -18,6 +18,8 @@ class Host:
     forward_s: float  # the Python forward's torch calls (and an MoE layer's share beyond them)
     backward_s: float  # the autograd engine's ops, the checkpointed blocks' replay (and an MoE layer's share)
     step_s: float  # the rest: the loop, the optimizer's launch; or the whole step where not split
+    forward_dispatches: float = 0.0  # what the phases queue (a counted call or op standing for a kernel); 0: not split
+    backward_dispatches: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -101,7 +103,7 @@ def host_seconds(layout: Layout, cal: Calibration) -> Host:
     per_dispatch = cal.dispatch_seconds(layout.host_strategies, ranks)
     moe_forward, moe_backward = moe_layer_seconds(layout, cal)
     return Host(per_dispatch * dispatches.calls + moe_forward, per_dispatch * dispatches.ops + checkpointed + moe_backward,
-                per_step)
+                per_step, dispatches.calls, dispatches.ops + dispatches.replayed_calls)
 
 
 def moe_layer_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
@@ -117,19 +119,32 @@ def moe_layer_seconds(layout: Layout, cal: Calibration) -> tuple[float, float]:
     return forward, total - forward + (forward if layout.activation_checkpointing != "none" else 0.0)
 
 
+LAUNCH_QUEUE = 1024  # kernels CUDA queues for a device before a launch blocks the host
+
+
+def queued_seconds(device_s: float, dispatches: float) -> float:
+    """Device seconds of a phase the launch queue holds: LAUNCH_QUEUE of its dispatches, at most all of them."""
+    return device_s * min(1.0, LAUNCH_QUEUE / dispatches) if dispatches else 0.0
+
+
 def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool,
                          idle: DeviceIdle = DeviceIdle()) -> float:
     """What dispatch adds to the device's step (compute and its idle gaps, then `rest_s` of bubble and
     exposed communication). A CPU runs each op as the host dispatches it: all of it. A GPU runs what the
-    host queued: a phase lasts the longer of its kernels with their gaps and their dispatch (a phase
-    that waits on the host has its launch gaps inside that wait), since the launch queue (about a
-    thousand kernels) holds far less than a phase of an eager LLM step, so a slow forward is not
-    covered by the backward's slack; and the step lasts at least its whole dispatch. The optimizer's few
-    kernels run while the host dispatches the next step's forward (the loop reads each step a step late,
-    without synchronising the stream), so they count with the forward's kernels."""
+    host queued, and the loop reads each step a step late without synchronising the stream, so the host
+    runs ahead across phases and steps as far as the launch queue lets it: a step lasts the longer of its
+    device work (gaps included) and its whole dispatch, and at least a phase's kernels plus the next
+    phase's dispatch less what the queue held of the first when the host began the second (a host slow in
+    the backward, fast in the forward, makes the device wait for the backward's dispatch once the forward's
+    queued kernels have run). The optimizer's kernels run while the host dispatches the next forward, so
+    they count with the forward's; the loop's own part (step_s) with the whole dispatch only.
+    docs/results/2026-12-07_loop31.md measured it against the rule it replaced (each phase the longer of
+    its kernels and its dispatch)."""
     if on_cpu:
         return host.total_s
-    forward = compute.forward_s + compute.optimizer_s + idle.forward_s
-    backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s
-    waits = max(0.0, host.forward_s - forward) + max(0.0, host.backward_s - backward)
-    return max(waits, host.total_s - (compute.total_s + idle.total_s + rest_s))
+    forward = compute.forward_s + compute.optimizer_s + idle.forward_s + idle.step_s
+    backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s + rest_s
+    step = max(forward + backward, host.total_s,
+               forward + host.backward_s - queued_seconds(forward, host.forward_dispatches),
+               backward + host.forward_s - queued_seconds(backward, host.backward_dispatches))
+    return step - forward - backward
