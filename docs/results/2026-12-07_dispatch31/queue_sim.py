@@ -1,6 +1,6 @@
 """issue 31, 2026-12-07, offline: a training step as a host that queues kernels and a device that runs them, with a
 launch queue of Q kernels between them, against the model's phase rule (each phase the longer of its kernels and its
-dispatch). The loop before the fix synchronised at the step's end ("synced"); the loop since reads a step late
+dispatch; predict_step's rule until docs/results/2026-12-07_loop31.md, which replaced it by the launch queue's). The loop before the fix synchronised at the step's end ("synced"); the loop since reads a step late
 ("free"). Each phase's kernels and dispatch are spread evenly over its dispatches (the model's counts); `--forward-share`
 moves that share of a checkpoint's replay cost from the backward into the forward (selective31: about half).
 Usage, from the repo root: python docs/results/2026-12-07_dispatch31/queue_sim.py JSONL... [--queue 1024]"""

@@ -9,7 +9,7 @@ compute is the dense GEMMs, attention, element-wise work, the optimizer and the 
 (costs.py); communication per strategy minus what that strategy hides behind compute (never more
 than the compute there is); a GPU's idle gaps between kernels, as calibrated; host dispatch (host.py: the
 family's calls and ops at their calibrated costs) counts in full on a CPU, and on a GPU where it
-exceeds the device's work of its phase (forward, backward) or of the whole step."""
+outlasts the device's work as far ahead as the launch queue lets the host run (host.exposed_host_seconds)."""
 
 from __future__ import annotations
 
