@@ -228,7 +228,9 @@ def row(kind: str, overrides: list[str], measured: dict, cal_ref: str | None) ->
         return {"kind": kind, "case": label(kind, overrides), "calibration": p.calibration,
                 "a": ("TTFT", p.ttft_s, measured["ttft_s_p50"]), "b": ("TPOT", p.tpot_s, measured["tpot_s_p50"])}
     p = predict(cfg, dims, cal)
-    return {"kind": kind, "case": label(kind, overrides), "calibration": p.calibration, "rank": all(o in overrides for o in RANK),
+    # a step the model has waiting on the host's dispatch moves with the host it runs on, not only the GPU
+    case = label(kind, overrides) + (" (host-bound)" if p.host_bound else "")
+    return {"kind": kind, "case": case, "calibration": p.calibration, "rank": all(o in overrides for o in RANK),
             "a": ("step", p.step_time_s, measured["step_time_s"]),
             "b": ("peak", p.memory.total_gb, measured["mem_peak_allocated_gb"])}
 

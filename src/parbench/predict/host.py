@@ -144,7 +144,7 @@ def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bo
         return host.total_s
     forward = compute.forward_s + compute.optimizer_s + idle.forward_s + idle.step_s
     backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s + rest_s
-    step = max(forward + backward, host.total_s,
-               forward + host.backward_s - queued_seconds(forward, host.forward_dispatches),
-               backward + host.forward_s - queued_seconds(backward, host.backward_dispatches))
-    return step - forward - backward
+    host_side = max(host.total_s,
+                    forward + host.backward_s - queued_seconds(forward, host.forward_dispatches),
+                    backward + host.forward_s - queued_seconds(backward, host.backward_dispatches))
+    return max(0.0, host_side - (forward + backward))
