@@ -21,7 +21,7 @@ def make(fsel, ffull):
         if d is None: return h
         ck = cal.host_s_per_replayed_call.get(mode, 0.0) * d.replayed_calls + cal.host_s_per_replayed_layer.get(mode, 0.0) * d.replayed_layers
         f = fsel if mode == "selective" else ffull
-        return H.Host(h.forward_s + f * ck, h.backward_s - f * ck, h.step_s)
+        return replace(h, forward_s=h.forward_s + f * ck, backward_s=h.backward_s - f * ck)
     return hs
 files = sys.argv[1:]
 cases = []

@@ -130,21 +130,25 @@ def queued_seconds(device_s: float, dispatches: float) -> float:
 def exposed_host_seconds(compute: Compute, rest_s: float, host: Host, on_cpu: bool,
                          idle: DeviceIdle = DeviceIdle()) -> float:
     """What dispatch adds to the device's step (compute and its idle gaps, then `rest_s` of bubble and
-    exposed communication). A CPU runs each op as the host dispatches it: all of it. A GPU runs what the
-    host queued, and the loop reads each step a step late without synchronising the stream, so the host
-    runs ahead across phases and steps as far as the launch queue lets it: a step lasts the longer of its
-    device work (gaps included) and its whole dispatch, and at least a phase's kernels plus the next
-    phase's dispatch less what the queue held of the first when the host began the second (a host slow in
-    the backward, fast in the forward, makes the device wait for the backward's dispatch once the forward's
-    queued kernels have run). The optimizer's kernels run while the host dispatches the next forward, so
-    they count with the forward's; the loop's own part (step_s) with the whole dispatch only.
-    docs/results/2026-12-07_loop31.md measured it against the rule it replaced (each phase the longer of
-    its kernels and its dispatch)."""
+    exposed communication, after the backward's kernels). A CPU runs each op as the host dispatches it: all
+    of it. A GPU runs what the host queued, and the loop reads each step a step late without synchronising
+    the stream, so the host runs ahead across phases and steps as far as the launch queue lets it: a step
+    lasts the longer of its device work (gaps included) and its whole dispatch, and, where the dispatch is
+    split by phase, at least a phase's kernels plus what the host dispatches before the next phase's kernels
+    can run, less what the queue held of the first when the host began it (a host slow in the backward, fast
+    in the forward, makes the device wait for the backward's dispatch once the forward's queued kernels have
+    run). The optimizer's kernels run while the host dispatches the next forward, so they count with the
+    forward's; the loop's own part and the optimizer's launch (step_s) come between the backward's dispatch
+    and the next forward's. docs/results/2026-12-07_loop31.md measured it against the rule it replaced
+    (each phase the longer of its kernels and its dispatch)."""
     if on_cpu:
         return host.total_s
     forward = compute.forward_s + compute.optimizer_s + idle.forward_s + idle.step_s
-    backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s + rest_s
-    host_side = max(host.total_s,
-                    forward + host.backward_s - queued_seconds(forward, host.forward_dispatches),
-                    backward + host.forward_s - queued_seconds(backward, host.backward_dispatches))
-    return max(0.0, host_side - (forward + backward))
+    backward = compute.total_s - compute.forward_s - compute.optimizer_s + idle.backward_s
+    host_side = host.total_s
+    if host.forward_dispatches or host.backward_dispatches:
+        host_side = max(host_side,
+                        forward + host.backward_s - queued_seconds(forward, host.forward_dispatches) + rest_s,
+                        backward + rest_s + host.step_s + host.forward_s
+                        - queued_seconds(backward, host.backward_dispatches))
+    return max(0.0, host_side - (forward + backward + rest_s))
