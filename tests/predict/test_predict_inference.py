@@ -437,7 +437,7 @@ def test_a_prefill_gemms_memory_side_is_read_along_its_sizes_then_its_row_counts
 
 def test_a_prefill_gemm_takes_its_flops_or_its_timed_memory_side_the_longer_and_training_keeps_the_read():
     """With prefill_gemm_s, a prefill's fused GEMMs and its head over the last positions take the larger of
-    their FLOPs at the rate curve and the table's time at their rows and size (here the table's: the rate is
+    their FLOPs at the rate and the table's time at their rows and size (here the table's: the rate is
     far above the rows' FLOPs); a training step's GEMMs keep the weights' read at membw."""
     from parbench.predict.costs import gemm_call_seconds
 
@@ -462,6 +462,28 @@ def test_a_prefill_gemm_takes_its_flops_or_its_timed_memory_side_the_longer_and_
     half = m.layers * sum(timed.prefill_gemm_seconds(tokens, g * FP32 / 2) for g in engine_gemm_weights(layout))
     head2 = timed.prefill_gemm_seconds(cfg.workload.batch_size, m.vocab * m.hidden * FP32 / 2)
     assert q2.prefill.compute_s - p2.prefill.compute_s == pytest.approx(half + head2, rel=1e-3)
+
+
+def test_a_short_prefill_gemm_is_priced_as_replayed_not_at_the_rate_curves_fixed_cost():
+    """The matmul run's events put a fixed cost on every call (the curve's matmul_half_gflop) that a replayed GEMM
+    does not pay: within the table's rows a short GEMM takes the table's time where the curve says more; beyond them
+    the curve's growth from where the table left it, with no step at the table's edge; a compute-bound GEMM its FLOPs
+    at the large-GEMM rate."""
+    from parbench.predict.costs import gemm_call_seconds
+
+    cal = replace(CAL, matmul_tflops=100.0, matmul_half_gflop=0.5, membw_gbps=1e6, prefill_gemm_s=PREFILL_GEMMS)
+    assert cal.matmul_fixed_seconds() == pytest.approx(5e-6)
+
+    def call(rows: int) -> float:  # 1,000 bytes of weights: 500 bf16 elements
+        return gemm_call_seconds(cal, 2 * rows * 500, 1000, rows)
+
+    def curve(flops: float) -> float:
+        return flops / cal.matmul_rate(flops)
+
+    assert curve(2 * 256 * 500) > 5e-6 and call(256) == pytest.approx(3e-6)
+    assert call(257) == pytest.approx(call(256), rel=1e-3)
+    assert call(4096) == pytest.approx(curve(2 * 4096 * 500) - (curve(2 * 256 * 500) - 3e-6))
+    assert gemm_call_seconds(cal, 2 * 65536 * 5e7, 1e8, 65536) == pytest.approx(2 * 65536 * 5e7 / 100e12)
 
 
 def test_a_profiles_prefill_gemms_stand_for_a_slower_dtype_but_not_a_faster_one():

@@ -66,11 +66,20 @@ def tokens_per_device(layout: Layout) -> float:
 
 
 def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float, rows: float | None = None) -> float:
-    """One GEMM: its FLOPs at the rate of its size, or its memory side where that is longer (a GEMM of few
-    rows, such as a prefill's head over each sequence's last position): a prefill GEMM of `rows` rows as the
-    profile timed one of its rows and size (prefill_gemm_s), else its weights' read at the memory's bandwidth."""
+    """One GEMM: its FLOPs at the rate of its size, or its weights' read at the memory's bandwidth where that is longer.
+    A prefill GEMM of `rows` rows where the profile timed such GEMMs replayed in graphs (prefill_gemm_s): the table's
+    time at its rows and size (rows clamped to the table's), or the rate curve where longer, the curve less what it
+    puts above the table at the table's rows, at most its fixed cost. The matmul run times each call between events,
+    which a replay does not pay: H100, 2.9-3.1 µs a call from 8 KiB to 8 MiB of weights at 64 to 4,096 rows, so a
+    64-wide GEMM the curve put at 6.0 µs runs 2.3-2.9 in a graph at any of those rows
+    (docs/results/2026-12-07_tiny31.md)."""
+    curve = flops / cal.matmul_rate(flops)
     timed = cal.prefill_gemm_seconds(rows, weight_bytes) if rows is not None else None
-    return max(flops / cal.matmul_rate(flops), cal.weight_read_seconds(weight_bytes) if timed is None else timed)
+    if timed is None:
+        return max(curve, cal.weight_read_seconds(weight_bytes))
+    at_table = flops * min(1.0, cal.prefill_gemm_rows() / rows)  # the same GEMM at the rows the table took
+    above = min(max(0.0, at_table / cal.matmul_rate(at_table) - timed), cal.matmul_fixed_seconds())
+    return max(timed, curve - above)
 
 
 def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float,
