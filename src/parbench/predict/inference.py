@@ -5,7 +5,8 @@ calibrated memory bandwidth, and tp's and pp's collectives through the latency-b
 A batch's forward passes the pipeline's stages one after the other, so its time is the sum over
 the stages of one tp rank's work, i.e. the whole model's work over tp:
 
-    TTFT = max(each GEMM's FLOPs / tp / the rate of its size + attention + element-wise traffic / tp / bandwidth,
+    TTFT = max(each GEMM as the profile timed its shape replayed, or its FLOPs / tp at the rate of its size
+               (costs.gemm_call_seconds) + attention + element-wise traffic / tp / bandwidth,
                prefill dispatch)
            + tp all-reduces + pp sends     (a prefill replayed as a CUDA graph: its launch, latencies and first token's wait add)
     TPOT = max(decode FLOPs / tp / peak rate, GEMMs + attention) + decode step's host time (with an MoE's routing
