@@ -469,10 +469,10 @@ def test_a_short_prefill_gemm_is_priced_as_replayed_not_at_the_rate_curves_fixed
     does not pay: within the table's rows a short GEMM takes the table's time where the curve says more; beyond them
     the curve's growth from where the table left it, with no step at the table's edge; a compute-bound GEMM its FLOPs
     at the large-GEMM rate."""
-    from parbench.predict.costs import gemm_call_seconds
+    from parbench.predict.costs import gemm_call_seconds, matmul_fixed_seconds
 
     cal = replace(CAL, matmul_tflops=100.0, matmul_half_gflop=0.5, membw_gbps=1e6, prefill_gemm_s=PREFILL_GEMMS)
-    assert cal.matmul_fixed_seconds() == pytest.approx(5e-6)
+    assert matmul_fixed_seconds(cal) == pytest.approx(5e-6)
 
     def call(rows: int) -> float:  # 1,000 bytes of weights: 500 bf16 elements
         return gemm_call_seconds(cal, 2 * rows * 500, 1000, rows)

@@ -170,8 +170,7 @@ class Calibration:
     # A prefill's GEMM of few rows, timed so by the prefill_matmul run (a GPU's): seconds of one call by "ROWSxBYTES"
     # (the weights' bytes), two or more sizes at each of two or more row counts, up to where its FLOPs set its time;
     # read along the sizes, then the counts, each clamped (prefill_gemm_seconds), never below the weights' read at
-    # membw_gbps; a GEMM takes that or, where longer, the rate curve less its events' cost (costs.gemm_call_seconds).
-    # Empty where not measured: the weights' read.
+    # membw_gbps; a GEMM takes that or the curve less its events' cost (costs.gemm_call_seconds). Empty: the read.
     prefill_gemm_s: Dict[str, float] = field(default_factory=dict)
     # The engine's decode step reads its weights this many times slower than a stream at membw_gbps, fitted
     # where decode_gemm_s is not measured (with it, 1: those GEMMs' times are the engine's, and what a layer
@@ -226,14 +225,6 @@ class Calibration:
         sizes = by_count(self.prefill_gemm_s)
         at = [(count, along(points, max(weight_bytes, points[0][0]))) for count, points in sizes.items()]
         return max(self.weight_read_seconds(weight_bytes), along(at, min(max(rows, min(sizes)), max(sizes))))
-
-    def prefill_gemm_rows(self) -> int:
-        """The most rows of a GEMM the prefill_gemm_s table timed (0 without it)."""
-        return max(by_count(self.prefill_gemm_s), default=0)
-
-    def matmul_fixed_seconds(self) -> float:
-        """What the rate curve puts on every call beyond its FLOPs at the large-GEMM rate: matmul_half_gflop's."""
-        return self.matmul_half_gflop * 1e9 / (self.matmul_tflops * 1e12)
 
     def weight_read_seconds(self, weight_bytes: float) -> float:  # at membw_gbps (0 where the profile has none)
         return weight_bytes / (self.membw_gbps * 1e9) if self.membw_gbps else 0.0

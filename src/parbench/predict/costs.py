@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from parbench.config.schema import ModelConfig, head_width
 from parbench.dtypes import GROUPED_DTYPE
+from parbench.metrics.fits import by_count
 from parbench.metrics.flops import attended_positions, attention_flops_per_token
 from parbench.metrics.inference_cost import experts_reached
 from parbench.predict.calibration import Calibration
@@ -77,9 +78,14 @@ def gemm_call_seconds(cal: Calibration, flops: float, weight_bytes: float, rows:
     timed = cal.prefill_gemm_seconds(rows, weight_bytes) if rows is not None else None
     if timed is None:
         return max(curve, cal.weight_read_seconds(weight_bytes))
-    at_table = flops * min(1.0, cal.prefill_gemm_rows() / rows)  # the same GEMM at the rows the table took
-    above = min(max(0.0, at_table / cal.matmul_rate(at_table) - timed), cal.matmul_fixed_seconds())
+    at_table = flops * min(1.0, max(by_count(cal.prefill_gemm_s)) / rows)  # the same GEMM at the table's most rows
+    above = min(max(0.0, at_table / cal.matmul_rate(at_table) - timed), matmul_fixed_seconds(cal))
     return max(timed, curve - above)
+
+
+def matmul_fixed_seconds(cal: Calibration) -> float:
+    """What the rate curve puts on every call beyond its FLOPs at the large-GEMM rate: matmul_half_gflop's."""
+    return cal.matmul_half_gflop * 1e9 / (cal.matmul_tflops * 1e12)
 
 
 def gemm_seconds(layout: Layout, cal: Calibration, gemm_tokens: float, flops_per_param: float,
