@@ -21,7 +21,7 @@ FLOORS = (
     ("launch",),
     ("tracking",),
     ("report",),
-    ("prepare", "orchestrator", "sweep", "sweep_check", "sync", "worker", "planner", "calibration_runs", "calibration_summary", "calibrate", "__main__"),
+    ("prepare", "orchestrator", "sweep", "sweep_check", "sync", "worker", "planner", "calibration_runs", "calibration_fit", "calibration_summary", "calibrate", "__main__"),
 )
 FLOOR = {part: level for level, parts in enumerate(FLOORS) for part in parts}
 

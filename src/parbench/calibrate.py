@@ -1,4 +1,4 @@
-"""`parbench calibrate [--out FILE | --ship] [--fresh] [overrides]`: on this machine's devices (resolved
+"""`parbench calibrate [--out FILE | --ship] [--fresh] [--host] [overrides]`: on this machine's devices (resolved
 as a run resolves them), run the microbenchmarks (matmul, memory bandwidth; collectives and two
 profiled training runs for the overlap where there is more than one device), a model's training
 step eager and compiled under each checkpointing mode and at a 4x longer sequence, and the tiny
@@ -8,7 +8,10 @@ model at two depths and, on two or more devices, under tp and fsdp (host dispatc
 Each finished run's metrics are kept in <work>/measured.json as it ends, so a failure or Ctrl-C
 loses nothing and the same command continues with the next run. The profile goes to the user's
 profile directory (~/.cache/parbench/calibrations/<hardware>.yaml, which runs read before the
-shipped one); `--ship` writes the shipped conf/calibrations/<hardware>.yaml instead."""
+shipped one); `--ship` writes the shipped conf/calibrations/<hardware>.yaml instead. `--host` makes only the
+runs whose steps are the host's dispatch (a few minutes) and fits only the host's figures over the current profile:
+the remedy for a host-bound step far off a profile measured on another host of the same GPU
+(calibration_fit.py)."""
 
 from __future__ import annotations
 
@@ -22,27 +25,18 @@ from pathlib import Path
 
 from parbench.config import ConfigError
 from parbench.config.hardware import detect_gpus
-from parbench.config.schema import Config, ModelConfig
-from parbench.dtypes import ITEMSIZE
+from parbench.config.schema import Config
 from parbench.fmt import format_metric
-from parbench.metrics import KERNEL_TIME
 from parbench.paths import RESULTS_FILE, write_json_atomic
 from parbench.planner import compose_config
-from parbench.predict.calibration import HOST_STRATEGIES, Calibration
+from parbench.predict.calibration import Calibration
 from parbench.predict.calibration_file import (CALIBRATION_DIR, calibration_path, load_calibration, save_calibration,
                                               user_calibration_dir)
 from parbench.predict.profiles import calibration_for
-from parbench.predict.host_fit import HostRun, fit_host
-from parbench.predict.kernel_census import kernels_per_layer, priced_per_kernel
-from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
-from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures,
-                                             elementwise_table, fit_links, grouped_gemm_figures, matmul_figures,
-                                             prefill_gemm_figures)
+from parbench.calibration_fit import fit, fit_host_only
 from parbench.calibration_summary import summary
-from parbench.calibration_runs import (CENSUS_PREFIX, MOE_CENSUS, EAGER_HOST_RUNS, GROUPS, INFER_GRAPH_PREFIX, INFER_KV_RUN,
-                                      INFER_TINY_PREFIX, benchmark_layout, benchmarks, grouped_calls)
+from parbench.calibration_runs import benchmarks
 
-FIT_ROUNDS = 12
 MEASURED_FILE = "measured.json"
 
 
@@ -99,85 +93,6 @@ def recorded(work: Path, runs: dict[str, list[str]]) -> dict[str, dict]:
     if gone := sorted(set(measured) - set(runs)):
         print(f"[calibrate] left out (no longer a calibration run): {', '.join(gone)}", flush=True)
     return {name: entry["metrics"] for name, entry in measured.items() if name in runs}
-
-
-def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> tuple[Calibration, list[str]]:
-    """The fitted figures over the base, and notes on what was kept rather than measured. Host
-    dispatch and the step's terms depend on each other on a CPU (dispatch adds to the step there):
-    a few rounds settle them."""
-    kept = "no link, overlap or host figures on several ranks" if base.host_s_several_ranks else "no link or overlap"
-    notes = [] if "collectives" in results else [f"one device: {kept} to measure, kept from {base.label(cfg.hardware.name)}"]
-    if cfg.hardware.device_type == "cuda" and "decode_matmul" not in results:
-        notes.append("no decode_matmul run: a decode step's weights at the memory's bandwidth")
-    if cfg.hardware.device_type == "cuda" and "prefill_matmul" not in results:
-        notes.append("no prefill_matmul run: a prefill GEMM's memory side at the memory's bandwidth")
-    if cfg.hardware.device_type == "cuda" and not decode_attention_table(results.get("attention", {}))["decode_attention_s"]:
-        notes.append("no decode attention calls (two or more lengths at each of two or more block counts of a kind): "
-                     "a decode step's KV cache at the memory's bandwidth")
-    if cfg.hardware.device_type == "cuda" and f"{CENSUS_PREFIX}{MOE_CENSUS}" not in results:
-        notes.append(f"no {CENSUS_PREFIX}{MOE_CENSUS} run (an MoE's prefill replays on sm90+): a replayed MoE prefill "
-                     "at the calibration model's figure per layer")
-    if cfg.hardware.device_type == "cuda" and not grouped_calls(results):
-        notes.append("no grouped_matmul and grouped_decode_matmul runs: an MoE's experts as plain GEMMs")
-    if not results.get("elementwise"):
-        notes.append("no elementwise run: every element-wise kernel at the memory's bandwidth")
-    matmul = matmul_figures(results["matmul"])
-    # the read factors reset: without the runs that fit them the base's would stand in for this machine's; the
-    # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
-    cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
-                  weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
-                  **matmul, **grouped_gemm_figures(grouped_calls(results), GROUPS, ITEMSIZE[cfg.workload.dtype]),
-                  **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
-                  **prefill_gemm_figures(results.get("prefill_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
-                  **decode_attention_table(results.get("attention", {})),
-                  **attention_figures(results.get("attention", {})),
-                  **elementwise_table(results.get("elementwise", {})),
-                  membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
-    runs = measured_runs(overrides, results)
-    eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]
-    compiled = host_run(overrides, "host_compiled", results["host_compiled"]) if "host_compiled" in results else None
-    strategies = {s: host_run(overrides, f"host_{s}", results[f"host_{s}"]) for s in HOST_STRATEGIES if f"host_{s}" in results}
-    for _ in range(FIT_ROUNDS):
-        host, host_notes = fit_host(eager, compiled, cal, strategies)
-        cal, learned = learn(replace(cal, **host), runs)
-    infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
-             for n, m in results.items() if n.startswith("infer_")}
-    kv_cache = infer.pop(INFER_KV_RUN, None)
-    tiny, graphs = ([infer.pop(n) for n in sorted(infer) if n.startswith(p)] for p in (INFER_TINY_PREFIX, INFER_GRAPH_PREFIX))
-    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, graphs))
-    cal = priced_per_kernel(cal, *prefill_census(overrides, results))
-    notes += host_notes + learned + inference_notes
-    return replace(cal, notes="; ".join(notes) or None, host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
-
-
-def prefill_census(overrides: list[str], results: dict[str, dict]) -> tuple[dict[str, float], ModelConfig | None]:
-    """Kernels a layer by block structure (predict/kernel_census.py), from the calibration model's depths replaying
-    their prefills and the census runs of other structures; and the calibration model (None without those depths)."""
-    def counts(prefix: str) -> list[tuple[ModelConfig, float]]:
-        return [(benchmark_layout(overrides, n).cfg.model, m["prefill_kernels"])
-                for n, m in sorted(results.items()) if n.startswith(prefix) and "prefill_kernels" in m]
-
-    depths = counts(INFER_GRAPH_PREFIX)
-    return kernels_per_layer(depths, counts(CENSUS_PREFIX)), (depths[0][0] if depths else None)
-
-
-def several_rank_host(cfg: Config, cal: Calibration, base: Calibration) -> dict[str, float]:
-    """host_s_several_ranks of the fitted profile: on several ranks its own figures per step and per dispatch, on one
-    device the base's (one device cannot measure them)."""
-    if cfg.hardware.nodes * cfg.hardware.gpus_per_node > 1:
-        return {"per_step": cal.host_s_per_step, "per_dispatch": cal.host_s_per_dispatch}
-    return dict(base.host_s_several_ranks)
-
-
-def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:
-    return HostRun(benchmark_layout(overrides, name), metrics["step_time_s"], metrics.get("host_dispatch_s"))
-
-
-def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
-    """The training runs the model's terms are fitted to (predict/learn.py)."""
-    return {name: Run(benchmark_layout(overrides, name), m["step_time_s"], m["mem_peak_allocated_gb"],
-                      {k: v for k, v in m.items() if k == KERNEL_TIME or k.startswith(f"{KERNEL_TIME}/")})
-            for name, m in results.items() if name.startswith(("eager_", "compiled_", "host_2"))}
 
 
 def log_to_mlflow(cfg: Config, cal: Calibration, path: Path) -> None:
@@ -238,15 +153,17 @@ def calibrate(args: argparse.Namespace) -> int:
     work = args.work or Path("outputs/calibrate") / f"{cfg.hardware.name}_{cfg.hardware.nodes}x{cfg.hardware.gpus_per_node}"
     if args.fresh and (work / MEASURED_FILE).exists():
         (work / MEASURED_FILE).unlink()
-    runs = benchmarks(cfg)
+    every = benchmarks(cfg)
+    runs = {name: extra for name, extra in every.items() if not args.host or name.startswith("host_")}
     try:
-        results = recorded(work, runs) if args.fit_only else run_all(overrides, runs, work)
+        results = ({name: m for name, m in recorded(work, every).items() if name in runs} if args.fit_only
+                   else run_all(overrides, runs, work))
     except KeyboardInterrupt:
         done = len(json.loads((work / MEASURED_FILE).read_text())) if (work / MEASURED_FILE).exists() else 0
         print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "
               f"the next (kept in {work / MEASURED_FILE})", file=sys.stderr)
         return 130
-    cal, notes = fit(cfg, overrides, results, base_calibration(cfg))
+    cal, notes = (fit_host_only if args.host else fit)(cfg, overrides, results, base_calibration(cfg))
     if args.fit_only:  # the figures are the recorded runs', not today's
         cal = replace(cal, source=cal.source.replace("measured", "runs measured earlier, refitted", 1))
     path = save_calibration(cal, profile_path(args, cfg.hardware.name))
@@ -269,6 +186,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fresh", action="store_true", help="measure every run again")
     parser.add_argument("--fit-only", action="store_true", help="fit the runs <work>/measured.json holds, run nothing "
                                                                 "(a profile again from recorded measurements)")
+    parser.add_argument("--host", action="store_true", help="only the host's dispatch: its runs measured, its figures "
+                                                            "fitted over the current profile")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides: hardware=..., tracking.uri=...")
     args = parser.parse_intermixed_args(argv)
     try:

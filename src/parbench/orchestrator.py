@@ -33,6 +33,9 @@ from parbench.workloads.registry import WORKLOADS, job_layout
 # docs/plan.md) says the machine is not the profile's: on the CI machine the same CPU runs 30 % slower GEMMs and a
 # 2.6x slower gloo latency from one day to the next (docs/results/2026-11-29_short_kernels31.md).
 FAR_OFF_PCT = 25.0
+# A step whose dispatch is this share of it waits on a slower host than the profile's (H100 hosts: up to 1.8x,
+# docs/results/2026-12-07_host_probe31.md).
+HOST_SHARE = 0.5
 TIMES = ("step_time", "ttft", "tpot")  # the predicted times a run measures (predicted_<time>_error_pct)
 
 
@@ -151,14 +154,15 @@ def prediction_source(cfg: Config, prediction: dict | None, metrics: dict | None
     if source.startswith("spec"):
         return f"\n  predicted_* from {source} (uncalibrated: {calibrate} measures them)"
     far = far_off_pct(metrics or {})
-    reason = far_off_reason(cfg, calibrate) if far is not None else None
+    reason = far_off_reason(cfg, calibrate, prediction) if far is not None else None
     advice = f"\n  the prediction is {far:+.0f} % off this run's measurement: {reason}" if reason else ""
     return f"\n  predicted_* from {source}{advice}"
 
 
-def far_off_reason(cfg: Config, calibrate: str) -> str | None:
+def far_off_reason(cfg: Config, calibrate: str, prediction: dict) -> str | None:
     """Why a prediction may be far off: an inference run of a block no calibration run had (the profile counts the
-    kernels of those it ran), else a profile of another machine; None for this machine's own profile."""
+    kernels of those it ran), else a profile of another machine (on a GPU, of another host where the host's
+    dispatch is much of the step: `--host` measures that alone); None for this machine's own profile."""
     from parbench.models import block_structure
     from parbench.predict.profiles import calibration_for
 
@@ -169,6 +173,11 @@ def far_off_reason(cfg: Config, calibrate: str) -> str | None:
                 "so the model's figures for its kernels are extrapolated")
     if own_profile(cfg):
         return None
+    share = prediction.get("host_dispatch_s", 0.0) / prediction.get("predicted_step_time_s", float("inf"))
+    if share >= HOST_SHARE and cfg.hardware.device_type == "cuda":
+        return (f"the host's dispatch is {100 * share:.0f} % of the predicted step, and hosts of the same GPU dispatch up to "
+                f"1.8x as slowly as the profile's; {calibrate[:-1]} --host` measures this host's dispatch in minutes "
+                "(its host runs only), and later runs use it")
     return f"the profile was measured on another machine or day; {calibrate} measures this one, and later runs use it"
 
 

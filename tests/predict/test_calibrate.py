@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from parbench import calibrate
+from parbench import calibrate, calibration_fit, calibration_runs
 from parbench.calibration_runs import (CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, GROUPED_RUNS, GROUPS, DECODE_ATTENTION_POSITIONS,
                                       INFER_TINY_PREFIX, grouped_calls)
 from parbench.prepare import validate
@@ -88,7 +88,7 @@ def synthetic_metrics(overrides: list[str], name: str, truth: Calibration = TRUT
         return {**{f"attention_{p}tflops/{'x'.join(map(str, s))}": attention_tflops(s, p == "fwd_", truth)
                    for s in json.loads(run["workload.shapes"]) for p in ("", "fwd_")},
                 **decode_attention_metrics(json.loads(run.get("workload.decode_shapes", "[]")), truth)}
-    layout = calibrate.benchmark_layout(overrides, name)
+    layout = calibration_runs.benchmark_layout(overrides, name)
     if name.startswith(("infer_", CENSUS_PREFIX)):
         p = predict_inference(layout.cfg, layout.dims, truth)
         kernels = OUTSIDE_KERNELS + layout.cfg.model.layers * LAYER_KERNELS[block_structure(layout.cfg.model)]
@@ -182,7 +182,7 @@ def test_the_fits_give_back_the_figures_that_made_the_runs(monkeypatch, tmp_path
     cfg, overrides = calibrate.local_config(ONE_CPU)
     results = calibrate.run_all(overrides, calibrate.benchmarks(cfg), tmp_path)
     several = {"per_step": 3e-3, "per_dispatch": 13e-6}
-    cal, notes = calibrate.fit(cfg, overrides, results, replace(load_calibration("cpu"), host_s_several_ranks=several))
+    cal, notes = calibration_fit.fit(cfg, overrides, results, replace(load_calibration("cpu"), host_s_several_ranks=several))
     assert cal.host_s_several_ranks == several and "host figures on several ranks" in notes[0]
     assert not [n for n in notes if "kept the figure" in n]
     assert [getattr(cal, f) for f in ATTENTION_FIELDS] == pytest.approx([getattr(TRUTH, f) for f in ATTENTION_FIELDS], rel=1e-2)
@@ -203,8 +203,8 @@ def test_several_ranks_save_their_host_figures_and_one_device_keeps_them():
     base = replace(fitted, host_s_several_ranks={"per_step": 2e-3, "per_dispatch": 9e-6})
     two, _ = calibrate.local_config(["hardware=cpu", "hardware.gpus_per_node=2"])
     one, _ = calibrate.local_config(ONE_CPU)
-    assert calibrate.several_rank_host(two, fitted, base) == {"per_step": 3e-3, "per_dispatch": 13e-6}
-    assert calibrate.several_rank_host(one, fitted, base) == base.host_s_several_ranks
+    assert calibration_fit.several_rank_host(two, fitted, base) == {"per_step": 3e-3, "per_dispatch": 13e-6}
+    assert calibration_fit.several_rank_host(one, fitted, base) == base.host_s_several_ranks
 
 
 # an H100's decode GEMMs (docs/results/2026-11-27_gemm31): a few µs at the tiny model's sizes, then a ramp
@@ -247,7 +247,7 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     runs = calibrate.benchmarks(cfg)
     assert any(o.startswith("workload.decode_shapes=") for o in runs["attention"])
     base = replace(load_calibration("h100_sxm"), weight_read_factor=1.3)  # a factor the GEMMs' curve leaves no room for
-    cal, notes = calibrate.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), base)
+    cal, notes = calibration_fit.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), base)
     assert not [n for n in notes if "kept the figure" in n]
     for width, figures in ATTENTION_WIDTHS.items():  # each head width's own attention curve
         assert cal.attention_widths[width] == pytest.approx(figures, rel=1e-2), width
@@ -543,3 +543,49 @@ def test_a_run_far_off_with_a_block_no_calibration_ran_says_so():
     far = prediction_source(cfg, prediction, {"predicted_tpot_error_pct": -63.5})
     assert "-64 % off" in far and "no calibration run had this model's block (llama/gqa/qk_norm/moe" in far
     assert "another machine" not in far
+
+
+def test_a_far_off_gpu_step_that_is_mostly_dispatch_is_told_to_measure_its_host():
+    """Host 1651724063242 (2026-12-07) stepped GPT-2 XL eager, fully checkpointed at 8 x 512 in 342 ms, 52 % over the
+    shipped H100 profile, whose host dispatches that step in 71 % of it: the note names `--host`. A step that is the
+    GPU's (the compiled Llama) far off gets the whole calibration named."""
+    from parbench.orchestrator import prediction_source
+
+    def note(*overrides: str) -> str:
+        cfg = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload.batch_size=8", *overrides)
+        prediction = predict(cfg, validate(cfg, None), load_calibration("h100_sxm")).as_dict()
+        return prediction_source(cfg, prediction, {"predicted_step_time_error_pct": -51.9})
+
+    host_bound = note("model=gpt2_xl", "workload.seq_len=512", *mode("eager", "full"))
+    assert "dispatch is 71 % of the predicted step" in host_bound
+    assert "`parbench calibrate hardware=h100_sxm --host`" in host_bound
+    gpu_bound = note("model=llama3_2_1b", "workload.seq_len=1024", *mode("compiled", "none"))
+    assert "--host" not in gpu_bound and "`parbench calibrate hardware=h100_sxm` measures this one" in gpu_bound
+
+
+HOST_FIELDS = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer", "host_s_per_layer_compiled",
+               "host_s_per_moe_layer", "host_s_per_replayed_layer", "host_s_per_replayed_call")
+
+
+def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_figures(monkeypatch, tmp_path):
+    """`parbench calibrate --host` on a host whose dispatch is TRUTH's, the device the shipped profile's: only the host
+    runs are made, the profile has this host's figures and every other figure of the shipped one, and a second --host
+    over it replaces its host figures rather than adding to its source."""
+    monkeypatch.setenv("PARBENCH_CACHE_DIR", str(tmp_path))
+    shipped = load_calibration(str(CONF_DIR / "calibrations" / "cpu.yaml"))
+    other_host = {f: getattr(TRUTH, f) for f in HOST_FIELDS}
+    assert other_host != {f: getattr(shipped, f) for f in HOST_FIELDS}
+    runs = FakeRuns(ONE_CPU, truth=replace(shipped, **other_host))
+    monkeypatch.setattr(subprocess, "run", runs)
+    args = [*ONE_CPU, "--host", "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]
+    assert calibrate.main(args) == 0
+    cfg, _ = calibrate.local_config(ONE_CPU)
+    assert runs.names == [n for n in calibrate.benchmarks(cfg) if n.startswith("host_")] and "host_compiled" in runs.names
+    mine = load_calibration("cpu")
+    for field in HOST_FIELDS[:2] + HOST_FIELDS[3:]:  # host_s_per_layer is per dispatch x a layer's dispatches
+        assert getattr(mine, field) == pytest.approx(other_host[field], rel=5e-2), field
+    device = {f: v for f, v in vars(shipped).items() if f not in (*HOST_FIELDS, "source", "notes")}
+    assert {f: getattr(mine, f) for f in device} == device
+    assert mine.source.startswith(shipped.source) and "host figures measured" in mine.source
+    again, _ = calibration_fit.fit_host_only(cfg, ONE_CPU, calibrate.recorded(tmp_path / "work", runs=dict.fromkeys(runs.names)), mine)
+    assert again.source.count(calibration_fit.HOST_SOURCE) == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from parbench import calibrate
+from parbench import calibrate, calibration_runs
 from parbench.predict.calibration import HOST_STRATEGIES
 from parbench.models.dispatch_table import dispatch_signature, family_dispatch
 from parbench.paths import CONF_DIR
@@ -95,7 +95,7 @@ def test_an_moe_the_table_lacks_takes_another_moe_entry_of_its_family():
 
 
 def synthetic_runs(cal, names: tuple[str, ...], overrides: list[str]) -> list[HostRun]:
-    return [HostRun(lay := calibrate.benchmark_layout(overrides, n), predict_step(lay, cal).step_time_s) for n in names]
+    return [HostRun(lay := calibration_runs.benchmark_layout(overrides, n), predict_step(lay, cal).step_time_s) for n in names]
 
 
 def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_costs():
@@ -106,7 +106,7 @@ def test_the_host_fit_recovers_per_step_per_dispatch_and_per_checkpointed_layer_
     per_call, per_layer = {"full": 40e-6, "selective": 90e-6}, {"full": 1.5e-3, "selective": 3e-3}
     truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6,
                     host_s_per_replayed_call=per_call, host_s_per_replayed_layer=per_layer, host_s_per_moe_layer=2e-3)
-    runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
+    runs = synthetic_runs(truth, calibration_runs.EAGER_HOST_RUNS, ["hardware=cpu"])
     fitted, notes = fit_host(runs, None, replace(truth, host_s_per_moe_layer=0.0))
     assert [fitted["host_s_per_step"], fitted["host_s_per_dispatch"]] == pytest.approx([3e-3, 8e-6], rel=1e-6)
     assert fitted["host_s_per_replayed_call"] == pytest.approx(per_call, rel=1e-6)
@@ -134,7 +134,7 @@ def test_the_host_fit_recovers_what_tp_and_fsdp_add_per_dispatch():
     extra = {"tp": 60e-6, "sp": 90e-6, "fsdp": 12e-6, "cp": 30e-6}
     truth = replace(load_calibration("cpu"), host_s_per_step=3e-3, host_s_per_dispatch=8e-6, host_s_per_dispatch_by_strategy=extra,
                     host_s_per_moe_layer=1e-3)
-    runs = synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])
+    runs = synthetic_runs(truth, calibration_runs.EAGER_HOST_RUNS, ["hardware=cpu"])
     strategies = dict(zip(HOST_STRATEGIES, synthetic_runs(truth, tuple(f"host_{s}" for s in HOST_STRATEGIES), ["hardware=cpu"])))
     fitted, notes = fit_host(runs, None, replace(truth, host_s_per_dispatch_by_strategy={}), strategies)
     assert fitted["host_s_per_dispatch_by_strategy"] == pytest.approx(extra, rel=1e-6) and not notes
@@ -299,7 +299,7 @@ def test_the_idle_fit_leaves_out_what_the_model_counts_as_communication():
     two = ["hardware=h100_sxm", "hardware.gpus_per_node=2"]
     runs = {}
     for name in ("eager_none", "eager_deep", "compiled_none", "compiled_deep"):
-        run_layout = calibrate.benchmark_layout(two, name)
+        run_layout = calibration_runs.benchmark_layout(two, name)
         p = predict_step(run_layout, truth)
         assert p.exposed_comm_s > 0
         runs[name] = Run(run_layout, p.step_time_s, p.memory.total_gb,
@@ -313,7 +313,7 @@ def test_the_idle_fit_leaves_out_what_the_model_counts_as_communication():
 def test_a_gpu_calibration_without_kernel_times_keeps_the_device_figures_and_says_so():
     one = ["hardware=h100_sxm", "hardware.gpus_per_node=1"]
     shipped = load_calibration(H100)
-    runs = {"eager_none": Run(calibrate.benchmark_layout(one, "eager_none"), 0.1, 30.0)}
+    runs = {"eager_none": Run(calibration_runs.benchmark_layout(one, "eager_none"), 0.1, 30.0)}
     cal, notes = device_terms(shipped, runs)
     assert cal == shipped and "no run timed its kernels" in notes[0]
 
@@ -380,7 +380,7 @@ def test_checkpointed_runs_that_price_a_replay_at_nothing_keep_the_replay_figure
                     host_s_per_replayed_call={}, host_s_per_replayed_layer={})
     runs = [replace(r, step_time_s=r.step_time_s + (gpt2_beyond if r.layout.cfg.model.family == "gpt2" else -gpt2_beyond))
             if r.layout.activation_checkpointing != "none" else r
-            for r in synthetic_runs(truth, calibrate.EAGER_HOST_RUNS, ["hardware=cpu"])]
+            for r in synthetic_runs(truth, calibration_runs.EAGER_HOST_RUNS, ["hardware=cpu"])]
     kept = {"full": 50e-6}
     fitted, notes = fit_host(runs, None, replace(truth, host_s_per_replayed_call=kept))
     assert fitted["host_s_per_replayed_call"] == kept and fitted["host_s_per_replayed_layer"] == {}

@@ -35,6 +35,7 @@ class Prediction:
     calibration: str  # spec | measured ...
     host_bound: bool = False  # a GPU that waits for the host to dispatch its kernels
     idle_s: float = 0.0  # a GPU's gaps between kernels (launches, the step's start)
+    host_dispatch_s: float = 0.0  # the host's whole dispatch of the step, hidden or not
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -66,7 +67,7 @@ class Prediction:
                 "matmul_s": self.matmul_s, "attention_s": self.compute.attention_s,
                 "memory_bound_s": self.memory_bound_s, "recompute_s": self.compute.recompute_s,
                 "bubble_s": self.bubble_s, "idle_s": self.idle_s,
-                "host_s": self.host_s,
+                "host_s": self.host_s, "host_dispatch_s": self.host_dispatch_s,
                 "comm_s": {k: v[0] for k, v in self.comm.items()},
                 "exposed_comm_s": {k: v[1] for k, v in self.comm.items()},
                 "memory_gb": self.memory.as_dict(), "calibration": self.calibration}
@@ -84,8 +85,9 @@ def predict_step(layout: Layout, cal: Calibration) -> Prediction:
     idle = device_idle(layout, cal)
     rest = bubble + sum(exposed for _, exposed in comm.values())
     on_cpu = layout.cfg.hardware.device_type == "cpu"
-    host = exposed_host_seconds(compute, rest, host_seconds(layout, cal), on_cpu, idle)
+    dispatch = host_seconds(layout, cal)
+    host = exposed_host_seconds(compute, rest, dispatch, on_cpu, idle)
     step = compute.total_s + idle.total_s + rest + host
     return Prediction(step, layout.tokens_per_step / step, compute, bubble, host, comm,
                       estimate_memory(layout, cal), cal.label(layout.cfg.hardware.name),
-                      host_bound=host > 0 and not on_cpu, idle_s=idle.total_s)
+                      host_bound=host > 0 and not on_cpu, idle_s=idle.total_s, host_dispatch_s=dispatch.total_s)
