@@ -163,9 +163,8 @@ def calibrate(args: argparse.Namespace) -> int:
         print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "
               f"the next (kept in {work / MEASURED_FILE})", file=sys.stderr)
         return 130
-    cal, notes = (fit_host_only if args.host else fit)(cfg, overrides, results, base_calibration(cfg))
-    if args.fit_only:  # the figures are the recorded runs', not today's
-        cal = replace(cal, source=cal.source.replace("measured", "runs measured earlier, refitted", 1))
+    when = f"runs measured earlier, refitted {time.strftime('%Y-%m-%d')}" if args.fit_only else None
+    cal, notes = (fit_host_only if args.host else fit)(cfg, overrides, results, base_calibration(cfg), when)
     path = save_calibration(cal, profile_path(args, cfg.hardware.name))
     print(summary(cfg, cal, notes, path), flush=True)
     try:

@@ -22,11 +22,17 @@ from parbench.predict.microbench_fits import (attention_figures, decode_attentio
                                              prefill_gemm_figures)
 
 FIT_ROUNDS = 12
-HOST_SOURCE = "; host figures measured "
+HOST_SOURCE = "; host figures: "
 
 
-def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration) -> tuple[Calibration, list[str]]:
-    """The fitted figures over the base, and notes on what was kept rather than measured. Host
+def measured_today() -> str:
+    return f"measured {time.strftime('%Y-%m-%d')}"
+
+
+def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration,
+        when: str | None = None) -> tuple[Calibration, list[str]]:
+    """The fitted figures over the base, and notes on what was kept rather than measured; `when` the runs were
+    measured, for the profile's source (today, unless refitted from recorded runs). Host
     dispatch and the step's terms depend on each other on a CPU (dispatch adds to the step there):
     a few rounds settle them."""
     kept = "no link, overlap or host figures on several ranks" if base.host_s_several_ranks else "no link or overlap"
@@ -48,7 +54,7 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     matmul = matmul_figures(results["matmul"])
     # the read factors reset: without the runs that fit them the base's would stand in for this machine's; the
     # host's figures on several ranks are set once the plain ones are fitted (several_rank_host)
-    cal = replace(base, source=f"measured {time.strftime('%Y-%m-%d')}: parbench calibrate {' '.join(overrides)}",
+    cal = replace(base, source=f"{when or measured_today()}: parbench calibrate {' '.join(overrides)}",
                   weight_read_factor=1.0, kv_read_factor=1.0, dtype=cfg.workload.dtype, host_s_several_ranks={},
                   **matmul, **grouped_gemm_figures(grouped_calls(results), GROUPS, ITEMSIZE[cfg.workload.dtype]),
                   **decode_gemm_figures(results.get("decode_matmul", {}), ITEMSIZE[cfg.workload.dtype]),
@@ -102,8 +108,8 @@ def host_figures(overrides: list[str], results: dict[str, dict], cal: Calibratio
     return fit_host(eager, compiled, cal, strategies)
 
 
-def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict],
-                  base: Calibration) -> tuple[Calibration, list[str]]:
+def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration,
+                  when: str | None = None) -> tuple[Calibration, list[str]]:
     """The base profile with this host's dispatch figures: a host-bound step (eager, checkpointed, a small model)
     is the host's, while the GPU's figures stay the base's."""
     host, notes = host_figures(overrides, results, base)
@@ -112,8 +118,9 @@ def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict],
     if cfg.hardware.device_type == "cpu":  # a CPU's step is its host's work: its terms and dispatch are fitted together
         notes.append("on a CPU the host runs the device's work too: the whole `parbench calibrate` fits both together")
     kept = base.source.split(HOST_SOURCE)[0]  # an earlier --host's figures are replaced, not listed
-    source = f"{kept}{HOST_SOURCE}{time.strftime('%Y-%m-%d')}: parbench calibrate --host {' '.join(overrides)}"
-    return replace(cal, source=source, host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
+    source = f"{kept}{HOST_SOURCE}{when or measured_today()}: parbench calibrate --host {' '.join(overrides)}"
+    return replace(cal, source=source, notes="; ".join(notes),
+                   host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
 
 
 def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:
