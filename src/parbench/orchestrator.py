@@ -150,9 +150,9 @@ def prediction_source(cfg: Config, prediction: dict | None, metrics: dict | None
     does a profile not of this machine when the run's measurement is far off it (metrics' predicted_*_error_pct)."""
     if not prediction:
         return ""
-    source, calibrate = prediction["calibration"], f"`parbench calibrate hardware={cfg.hardware.name}`"
+    source, calibrate = prediction["calibration"], f"parbench calibrate hardware={cfg.hardware.name}"
     if source.startswith("spec"):
-        return f"\n  predicted_* from {source} (uncalibrated: {calibrate} measures them)"
+        return f"\n  predicted_* from {source} (uncalibrated: `{calibrate}` measures them)"
     far = far_off_pct(metrics or {})
     reason = far_off_reason(cfg, calibrate, prediction) if far is not None else None
     advice = f"\n  the prediction is {far:+.0f} % off this run's measurement: {reason}" if reason else ""
@@ -176,9 +176,9 @@ def far_off_reason(cfg: Config, calibrate: str, prediction: dict) -> str | None:
     share = prediction.get("host_dispatch_s", 0.0) / prediction.get("predicted_step_time_s", float("inf"))
     if share >= HOST_SHARE and cfg.hardware.device_type == "cuda":
         return (f"the host's dispatch is {100 * share:.0f} % of the predicted step, and hosts of the same GPU dispatch up to "
-                f"1.8x as slowly as the profile's; {calibrate[:-1]} --host` measures this host's dispatch in minutes "
+                f"1.8x as slowly as the profile's; `{calibrate} --host` measures this host's dispatch in minutes "
                 "(its host runs only), and later runs use it")
-    return f"the profile was measured on another machine or day; {calibrate} measures this one, and later runs use it"
+    return f"the profile was measured on another machine or day; `{calibrate}` measures this one, and later runs use it"
 
 
 def far_off_pct(metrics: dict) -> float | None:
