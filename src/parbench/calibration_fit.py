@@ -64,8 +64,9 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
                   **elementwise_table(results.get("elementwise", {})),
                   membw_gbps=results["membw"]["membw_gbps"], memory_overhead_gb=0.0, **fit_links(cfg.hardware, results, base))
     runs = measured_runs(overrides, results)
+    eager, compiled, strategies = host_runs(overrides, results)
     for _ in range(FIT_ROUNDS):
-        host, host_notes = host_figures(overrides, results, cal)
+        host, host_notes = fit_host(eager, compiled, cal, strategies)
         cal, learned = learn(replace(cal, **host), runs)
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
@@ -100,19 +101,20 @@ def host_run(overrides: list[str], name: str, metrics: dict) -> HostRun:
     return HostRun(benchmark_layout(overrides, name), metrics["step_time_s"], metrics.get("host_dispatch_s"))
 
 
-def host_figures(overrides: list[str], results: dict[str, dict], cal: Calibration) -> tuple[dict, list[str]]:
-    """The host's dispatch figures from the host runs among `results` (predict/host_fit.py), the rest as `cal`."""
+def host_runs(overrides: list[str], results: dict[str, dict]) -> tuple[list[HostRun], HostRun | None, dict[str, HostRun]]:
+    """The host runs among `results` as predict/host_fit.py takes them: eager, compiled, and by strategy."""
     eager = [host_run(overrides, n, results[n]) for n in EAGER_HOST_RUNS if n in results]
     compiled = host_run(overrides, "host_compiled", results["host_compiled"]) if "host_compiled" in results else None
     strategies = {s: host_run(overrides, f"host_{s}", results[f"host_{s}"]) for s in HOST_STRATEGIES if f"host_{s}" in results}
-    return fit_host(eager, compiled, cal, strategies)
+    return eager, compiled, strategies
 
 
 def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calibration,
                   when: str | None = None) -> tuple[Calibration, list[str]]:
     """The base profile with this host's dispatch figures: a host-bound step (eager, checkpointed, a small model)
     is the host's, while the GPU's figures stay the base's."""
-    host, notes = host_figures(overrides, results, base)
+    eager, compiled, strategies = host_runs(overrides, results)
+    host, notes = fit_host(eager, compiled, base, strategies)
     cal = replace(base, **host)
     notes = [f"--host: the host's dispatch measured, every other figure kept from {base.label(cfg.hardware.name)}", *notes]
     if cfg.hardware.device_type == "cpu":  # a CPU's step is its host's work: its terms and dispatch are fitted together
