@@ -9,7 +9,7 @@ Each finished run's metrics are kept in <work>/measured.json as it ends, so a fa
 loses nothing and the same command continues with the next run. The profile goes to the user's
 profile directory (~/.cache/parbench/calibrations/<hardware>.yaml, which runs read before the
 shipped one); `--ship` writes the shipped conf/calibrations/<hardware>.yaml instead. `--host` makes only the
-runs whose steps are the host's dispatch (a few minutes) and fits only the host's figures over the current profile:
+runs whose time is the host's dispatch (tiny models' training steps, the native engine's small batches; a few minutes) and fits only the host's figures over the current profile:
 the remedy for a host-bound step far off a profile measured on another host of the same GPU
 (calibration_fit.py)."""
 
@@ -35,7 +35,7 @@ from parbench.predict.calibration_file import (CALIBRATION_DIR, calibration_path
 from parbench.predict.profiles import calibration_for
 from parbench.calibration_fit import fit, fit_host_only
 from parbench.calibration_summary import summary
-from parbench.calibration_runs import benchmarks
+from parbench.calibration_runs import benchmarks, is_host_run
 
 MEASURED_FILE = "measured.json"
 
@@ -154,7 +154,7 @@ def calibrate(args: argparse.Namespace) -> int:
     if args.fresh and (work / MEASURED_FILE).exists():
         (work / MEASURED_FILE).unlink()
     every = benchmarks(cfg)
-    runs = {name: extra for name, extra in every.items() if not args.host or name.startswith("host_")}
+    runs = {name: extra for name, extra in every.items() if not args.host or is_host_run(name)}
     try:
         results = ({name: m for name, m in recorded(work, every).items() if name in runs} if args.fit_only
                    else run_all(overrides, runs, work))

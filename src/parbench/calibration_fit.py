@@ -1,7 +1,7 @@
 """The profile from a calibration's measured runs (`parbench calibrate`): every figure fitted over a base profile
-(`fit`), or only the host's dispatch (`fit_host_only`, `--host`: the runs whose steps are the host's, the base's
-device figures kept; on another host of the same GPU those steps move by up to 1.8x where the GPU's do not,
-docs/results/2026-12-07_host_probe31.md)."""
+(`fit`), or only the host's dispatch (`fit_host_only`, `--host`: the runs whose time is the host's, training steps
+and the native engine's small batches, the base's device figures kept; on another host of the same GPU those steps
+move by up to 1.8x where the GPU's do not, docs/results/2026-12-07_host_probe31.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from parbench.metrics import KERNEL_TIME
 from parbench.predict.calibration import HOST_STRATEGIES, Calibration
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.kernel_census import kernels_per_layer, priced_per_kernel
-from parbench.predict.learn import InferenceRun, InferenceRuns, Run, learn, learn_inference
+from parbench.predict.learn import InferenceRun, InferenceRuns, Run, inference_host, learn, learn_inference
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures,
                                              elementwise_table, fit_links, grouped_gemm_figures, matmul_figures,
                                              prefill_gemm_figures)
@@ -68,14 +68,19 @@ def fit(cfg: Config, overrides: list[str], results: dict[str, dict], base: Calib
     for _ in range(FIT_ROUNDS):
         host, host_notes = fit_host(eager, compiled, cal, strategies)
         cal, learned = learn(replace(cal, **host), runs)
+    cal, inference_notes = learn_inference(cal, inference_runs(overrides, results))
+    cal = priced_per_kernel(cal, *prefill_census(overrides, results))
+    notes += host_notes + learned + inference_notes
+    return replace(cal, notes="; ".join(notes) or None, host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
+
+
+def inference_runs(overrides: list[str], results: dict[str, dict]) -> InferenceRuns:
+    """The native engine's runs among `results` as predict/learn.py takes them."""
     infer = {n: InferenceRun(benchmark_layout(overrides, n), m["ttft_s_p50"], m["tpot_s_p50"])
              for n, m in results.items() if n.startswith("infer_")}
     kv_cache = infer.pop(INFER_KV_RUN, None)
     tiny, graphs = ([infer.pop(n) for n in sorted(infer) if n.startswith(p)] for p in (INFER_TINY_PREFIX, INFER_GRAPH_PREFIX))
-    cal, inference_notes = learn_inference(cal, InferenceRuns(list(infer.values()), tiny, kv_cache, graphs))
-    cal = priced_per_kernel(cal, *prefill_census(overrides, results))
-    notes += host_notes + learned + inference_notes
-    return replace(cal, notes="; ".join(notes) or None, host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
+    return InferenceRuns(list(infer.values()), tiny, kv_cache, graphs)
 
 
 def prefill_census(overrides: list[str], results: dict[str, dict]) -> tuple[dict[str, float], ModelConfig | None]:
@@ -117,6 +122,12 @@ def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], b
     host, notes = fit_host(eager, compiled, base, strategies)
     cal = replace(base, **host)
     notes = [f"--host: the host's dispatch measured, every other figure kept from {base.label(cfg.hardware.name)}", *notes]
+    engine = inference_runs(overrides, results)
+    if len(engine.depths) > 1 or len(engine.tiny) > 1:  # the engine's host time per step and per layer, as `fit` has it
+        counted, model = prefill_census(overrides, results)
+        cal = priced_per_kernel(inference_host(cal, engine), {**base.prefill_kernels_per_layer, **counted}, model)
+    else:
+        notes.append("no native-engine runs: the engine's host figures kept")
     if cfg.hardware.device_type == "cpu":  # a CPU's step is its host's work: its terms and dispatch are fitted together
         notes.append("on a CPU the host runs the device's work too: the whole `parbench calibrate` fits both together")
     kept = base.source.split(HOST_SOURCE)[0]  # an earlier --host's figures are replaced, not listed

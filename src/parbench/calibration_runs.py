@@ -221,6 +221,13 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
     }
 
 
+def is_host_run(name: str) -> bool:
+    """A run whose time is the host's dispatch (what `parbench calibrate --host` makes): the tiny models' training
+    steps and the native engine's small batches, not the large-batch KV-cache run nor the other block structures'
+    census."""
+    return name.startswith("host_") or (name.startswith("infer_") and name != INFER_KV_RUN)
+
+
 def benchmark_layout(overrides: list[str], name: str) -> Layout:
     """The layout of one calibration run, as the model sees it."""
     return composed_layout(tuple(overrides), name)

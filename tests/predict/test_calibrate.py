@@ -15,7 +15,7 @@ import pytest
 
 from parbench import calibrate, calibration_fit, calibration_runs
 from parbench.calibration_runs import (CENSUS_PREFIX, DECODE_ATTENTION_BLOCKS, GROUPED_RUNS, GROUPS, DECODE_ATTENTION_POSITIONS,
-                                      INFER_TINY_PREFIX, grouped_calls)
+                                      INFER_KV_RUN, INFER_TINY_PREFIX, grouped_calls)
 from parbench.prepare import validate
 from parbench.paths import CONF_DIR
 from parbench.predict import predict
@@ -566,26 +566,30 @@ def test_a_far_off_gpu_step_that_is_mostly_dispatch_is_told_to_measure_its_host(
 
 HOST_FIELDS = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer", "host_s_per_layer_compiled",
                "host_s_per_moe_layer", "host_s_per_replayed_layer", "host_s_per_replayed_call")
+ENGINE_HOST_FIELDS = ("prefill_host_s", "decode_host_s")  # a CPU's engine has no replayed prefill
 
 
 def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_figures(monkeypatch, tmp_path):
     """`parbench calibrate --host` on a host whose dispatch is TRUTH's, the device the shipped profile's: only the host
-    runs are made, the profile has this host's figures and every other figure of the shipped one, and a second --host
+    runs (training and the engine's) are made, the profile has this host's figures and every other figure of the shipped one, and a second --host
     (refitting the same runs) over it replaces its host figures rather than adding to its source."""
     monkeypatch.setenv("PARBENCH_CACHE_DIR", str(tmp_path))
     shipped = load_calibration(str(CONF_DIR / "calibrations" / "cpu.yaml"))
-    other_host = {f: getattr(TRUTH, f) for f in HOST_FIELDS}
-    assert other_host != {f: getattr(shipped, f) for f in HOST_FIELDS}
+    other_host = {f: getattr(TRUTH, f) for f in (*HOST_FIELDS, *ENGINE_HOST_FIELDS)}
+    assert all(other_host[f] != getattr(shipped, f) for f in ("host_s_per_step", *ENGINE_HOST_FIELDS))
     runs = FakeRuns(ONE_CPU, truth=replace(shipped, **other_host))
     monkeypatch.setattr(subprocess, "run", runs)
     args = [*ONE_CPU, "--host", "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]
     assert calibrate.main(args) == 0
     cfg, _ = calibrate.local_config(ONE_CPU)
-    assert runs.names == [n for n in calibrate.benchmarks(cfg) if n.startswith("host_")] and "host_compiled" in runs.names
+    assert runs.names == [n for n in calibrate.benchmarks(cfg) if n.startswith(("host_", "infer_")) and n != INFER_KV_RUN]
+    assert {"host_compiled", "infer_2_layers"} <= set(runs.names)
     mine = load_calibration("cpu")
     for field in HOST_FIELDS[:2] + HOST_FIELDS[3:]:  # host_s_per_layer is per dispatch x a layer's dispatches
         assert getattr(mine, field) == pytest.approx(other_host[field], rel=5e-2), field
-    device = {f: v for f, v in vars(shipped).items() if f not in (*HOST_FIELDS, "source", "notes")}
+    for field in ENGINE_HOST_FIELDS:
+        assert getattr(mine, field) == pytest.approx(other_host[field], rel=1e-6), field
+    device = {f: v for f, v in vars(shipped).items() if f not in (*HOST_FIELDS, *ENGINE_HOST_FIELDS, "source", "notes")}
     assert {f: getattr(mine, f) for f in device} == device
     assert mine.source.startswith(shipped.source) and "; host figures: measured" in mine.source
     assert calibrate.main([*args, "--fit-only"]) == 0  # over the profile just saved
