@@ -8,7 +8,7 @@ source docs/results/device_env.sh H100
 export PARBENCH_CACHE_DIR=/tmp/cache
 D=docs/results/2026-12-07_tiny31 GPU="hardware=h100_sxm hardware.gpus_per_node=1 tracking.uri=sqlite:////tmp/t.db"
 both() {  # $1: which profile the runs read
-  timeout 90 python -m parbench $GPU resume=false workload=inference hydra.run.dir=/tmp/i_$1 > $OUT/infer_$1.log 2>&1 \
+  timeout 90 python -m parbench $GPU resume=false workload=inference hydra.run.dir=/tmp/i_$1 > /tmp/infer_$1.log 2>&1 \
     && python3 $D/collect.py /tmp/i_$1 "{\"profile\": \"$1\"}" >> $OUT/default.jsonl; tail -1 $OUT/default.jsonl | cut -c1-230
   timeout 90 python -m parbench $GPU resume=false hydra.run.dir=/tmp/t_$1 > $OUT/train_$1.log 2>&1
   grep -aE "step_time|predicted" $OUT/train_$1.log | tail -4 | cut -c1-200
