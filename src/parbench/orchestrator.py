@@ -173,12 +173,23 @@ def far_off_reason(cfg: Config, calibrate: str, prediction: dict) -> str | None:
                 "so the model's figures for its kernels are extrapolated")
     if own_profile(cfg):
         return None
-    share = prediction.get("host_dispatch_s", 0.0) / prediction.get("predicted_step_time_s", float("inf"))
+    share, what = host_share(prediction)
     if share >= HOST_SHARE and cfg.hardware.device_type == "cuda":
-        return (f"the host's dispatch is {100 * share:.0f} % of the predicted step, and hosts of the same GPU dispatch up to "
-                f"1.8x as slowly as the profile's; `{calibrate} --host` measures this host's dispatch in minutes "
+        return (f"the host's dispatch is {100 * share:.0f} % of the predicted {what}, and one host of a GPU can take 1.8x "
+                f"another's time to dispatch; `{calibrate} --host` measures this host's dispatch in minutes "
                 "(its host runs only), and later runs use it")
     return f"the profile was measured on another machine or day; `{calibrate}` measures this one, and later runs use it"
+
+
+def host_share(prediction: dict) -> tuple[float, str]:
+    """The host's dispatch as a share of a predicted training step, or of the inference phase it is most of; and
+    which time that is."""
+    if "predicted_step_time_s" in prediction:
+        return prediction.get("host_dispatch_s", 0.0) / prediction["predicted_step_time_s"], "step"
+    shares = {name: prediction[phase]["host_s"] / prediction[phase]["seconds"]
+              for name, phase in (("prefill (TTFT)", "prefill"), ("decode step (TPOT)", "decode"))
+              if prediction.get(phase, {}).get("seconds")}
+    return max(((s, n) for n, s in shares.items()), default=(0.0, "time"))
 
 
 def far_off_pct(metrics: dict) -> float | None:

@@ -3,7 +3,7 @@
 # native engine's small-batch runs, checked as a user would use it. The default inference run (tiny model) and the
 # default training run with the shipped profile, then `--host` (the user's profile under PARBENCH_CACHE_DIR), then the
 # same two runs again, reading that profile. About 8 min.
-#   bash docs/results/2026-12-07_h200cal31/h100_host.sh
+#   bash docs/results/2026-12-07_host_engine31/h100_host.sh
 source docs/results/device_env.sh H100
 export PARBENCH_CACHE_DIR=/tmp/cache
 D=docs/results/2026-12-07_tiny31 GPU="hardware=h100_sxm hardware.gpus_per_node=1 tracking.uri=sqlite:////tmp/t.db"
