@@ -17,6 +17,7 @@ from parbench.predict.calibration import HOST_STRATEGIES, Calibration
 from parbench.predict.host_fit import HostRun, fit_host
 from parbench.predict.kernel_census import kernels_per_layer, priced_per_kernel
 from parbench.predict.learn import InferenceRun, InferenceRuns, Run, inference_host, learn, learn_inference
+from parbench.predict.step import predict_step
 from parbench.predict.microbench_fits import (attention_figures, decode_attention_table, decode_gemm_figures,
                                              elementwise_table, fit_links, grouped_gemm_figures, matmul_figures,
                                              prefill_gemm_figures)
@@ -121,7 +122,8 @@ def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], b
     eager, compiled, strategies = host_runs(overrides, results)
     host, notes = fit_host(eager, compiled, base, strategies)
     cal = replace(base, **host)
-    notes = [f"--host: the host's dispatch measured, every other figure kept from {base.label(cfg.hardware.name)}", *notes]
+    notes = [f"--host: the host's dispatch measured, every other figure kept from {base.label(cfg.hardware.name)}",
+             *([host_speed(eager, base)] if eager else []), *notes]
     engine = inference_runs(overrides, results)
     if len(engine.depths) > 1 or len(engine.tiny) > 1:  # the engine's host time per step and per layer, as `fit` has it
         counted, model = prefill_census(overrides, results)
@@ -134,6 +136,13 @@ def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], b
     source = f"{kept}{HOST_SOURCE}{when or measured_today()}: parbench calibrate --host {' '.join(overrides)}"
     return replace(cal, source=source, notes="; ".join(notes),
                    host_s_several_ranks=several_rank_host(cfg, cal, base)), notes
+
+
+def host_speed(runs: list[HostRun], base: Calibration) -> str:
+    """How this host's training steps compare with what the base profile's host gives them."""
+    ratios = sorted(run.step_time_s / predict_step(run.layout, base).step_time_s for run in runs)
+    return (f"this host's {len(ratios)} training steps took {ratios[0]:.2f}-{ratios[-1]:.2f}x (median "
+            f"{ratios[len(ratios) // 2]:.2f}x) the time the profile gave them")
 
 
 def measured_runs(overrides: list[str], results: dict[str, dict]) -> dict[str, Run]:

@@ -609,6 +609,7 @@ def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_fig
     device = {f: v for f, v in vars(shipped).items() if f not in (*HOST_FIELDS, *ENGINE_HOST_FIELDS, "source", "notes")}
     assert {f: getattr(mine, f) for f in device} == device
     assert mine.source.startswith(shipped.source) and "; host figures: measured" in mine.source
+    assert "training steps took" in mine.notes and "x (median 1.00x)" not in mine.notes
     assert calibrate.main([*args, "--fit-only"]) == 0  # over the profile just saved
     again = load_calibration("cpu").source
     assert again.startswith(shipped.source) and again.count(calibration_fit.HOST_SOURCE) == 1
