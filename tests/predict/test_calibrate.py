@@ -588,8 +588,9 @@ ENGINE_HOST_FIELDS = ("prefill_host_s", "decode_host_s")  # a CPU's engine has n
 
 def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_figures(monkeypatch, tmp_path):
     """`parbench calibrate --host` on a host whose dispatch is TRUTH's, the device the shipped profile's: only the host
-    runs (training and the engine's) are made, the profile has this host's figures and every other figure of the shipped one, and a second --host
-    (refitting the same runs) over it replaces its host figures rather than adding to its source."""
+    runs (training and the engine's) are made, the profile has this host's figures and every other figure of the
+    shipped one, and a second --host (refitting the same runs) over it replaces its host figures rather than adding
+    to its source."""
     monkeypatch.setenv("PARBENCH_CACHE_DIR", str(tmp_path))
     shipped = load_calibration(str(CONF_DIR / "calibrations" / "cpu.yaml"))
     other_host = {f: getattr(TRUTH, f) for f in (*HOST_FIELDS, *ENGINE_HOST_FIELDS)}
