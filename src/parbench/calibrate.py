@@ -153,11 +153,9 @@ def calibrate(args: argparse.Namespace) -> int:
     work = args.work or Path("outputs/calibrate") / f"{cfg.hardware.name}_{cfg.hardware.nodes}x{cfg.hardware.gpus_per_node}"
     if args.fresh and (work / MEASURED_FILE).exists():
         (work / MEASURED_FILE).unlink()
-    every = benchmarks(cfg)
-    runs = {name: extra for name, extra in every.items() if not args.host or is_host_run(name)}
+    runs = {name: extra for name, extra in benchmarks(cfg).items() if not args.host or is_host_run(name)}
     try:
-        results = ({name: m for name, m in recorded(work, every).items() if name in runs} if args.fit_only
-                   else run_all(overrides, runs, work))
+        results = recorded(work, runs) if args.fit_only else run_all(overrides, runs, work)
     except KeyboardInterrupt:
         done = len(json.loads((work / MEASURED_FILE).read_text())) if (work / MEASURED_FILE).exists() else 0
         print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "

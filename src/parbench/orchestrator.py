@@ -33,8 +33,8 @@ from parbench.workloads.registry import WORKLOADS, job_layout
 # docs/plan.md) says the machine is not the profile's: on the CI machine the same CPU runs 30 % slower GEMMs and a
 # 2.6x slower gloo latency from one day to the next (docs/results/2026-11-29_short_kernels31.md).
 FAR_OFF_PCT = 25.0
-# A step whose dispatch is this share of it waits on a slower host than the profile's (H100 hosts: up to 1.8x,
-# docs/results/2026-12-07_host_probe31.md).
+# A time whose dispatch is this share of it moves with the host, which may dispatch faster or slower than the
+# profile's (H100 hosts: up to 1.8x apart, docs/results/2026-12-07_host_probe31.md).
 HOST_SHARE = 0.5
 TIMES = ("step_time", "ttft", "tpot")  # the predicted times a run measures (predicted_<time>_error_pct)
 
