@@ -9,8 +9,8 @@ Each finished run's metrics are kept in <work>/measured.json as it ends, so a fa
 loses nothing and the same command continues with the next run. The profile goes to the user's
 profile directory (~/.cache/parbench/calibrations/<hardware>.yaml, which runs read before the
 shipped one); `--ship` writes the shipped conf/calibrations/<hardware>.yaml instead. `--host` makes only the
-runs whose time is the host's dispatch (tiny models' training steps, the native engine's small batches; a few
-minutes) and fits only the host's figures over the current profile: the remedy for a host-bound step far off a
+runs whose time is the host's dispatch (calibration_runs.is_host_run: small models' training steps, the native
+engine's small batches; a few minutes) and fits only the host's figures over the current profile: the remedy for a host-bound step far off a
 profile measured on another host of the same GPU (calibration_fit.py)."""
 
 from __future__ import annotations
@@ -151,15 +151,18 @@ def profile_path(args: argparse.Namespace, hardware: str) -> Path:
 def calibrate(args: argparse.Namespace) -> int:
     cfg, overrides = local_config(args.overrides)
     work = args.work or Path("outputs/calibrate") / f"{cfg.hardware.name}_{cfg.hardware.nodes}x{cfg.hardware.gpus_per_node}"
-    if args.fresh and (work / MEASURED_FILE).exists():
-        (work / MEASURED_FILE).unlink()
-    runs = {name: extra for name, extra in benchmarks(cfg).items() if not args.host or is_host_run(name)}
+    ledger = work / MEASURED_FILE
+    if args.fresh and ledger.exists():
+        ledger.unlink()
+    every = benchmarks(cfg)  # what the ledger may hold: a whole calibration's runs, whichever this call makes
+    runs = {name: extra for name, extra in every.items() if not args.host or is_host_run(name)}
     try:
-        results = recorded(work, runs) if args.fit_only else run_all(overrides, runs, work)
+        results = ({name: m for name, m in recorded(work, every).items() if name in runs} if args.fit_only
+                   else run_all(overrides, runs, work))
     except KeyboardInterrupt:
-        done = len(json.loads((work / MEASURED_FILE).read_text())) if (work / MEASURED_FILE).exists() else 0
+        done = len(set(json.loads(ledger.read_text())) & set(runs)) if ledger.exists() else 0
         print(f"\n[calibrate] interrupted after {done} of {len(runs)} runs; the same command continues with "
-              f"the next (kept in {work / MEASURED_FILE})", file=sys.stderr)
+              f"the next (kept in {ledger})", file=sys.stderr)
         return 130
     when = f"runs measured earlier, refitted {time.strftime('%Y-%m-%d')}" if args.fit_only else None
     cal, notes = (fit_host_only if args.host else fit)(cfg, overrides, results, base_calibration(cfg), when)

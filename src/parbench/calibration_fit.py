@@ -9,7 +9,8 @@ import time
 from dataclasses import replace
 
 from parbench.calibration_runs import (CENSUS_PREFIX, EAGER_HOST_RUNS, GROUPS, INFER_GRAPH_PREFIX, INFER_KV_RUN,
-                                      INFER_TINY_PREFIX, MOE_CENSUS, benchmark_layout, grouped_calls)
+                                      INFER_TINY_PREFIX, MOE_CENSUS, benchmark_layout, benchmarks, grouped_calls,
+                                      is_engine_host_run)
 from parbench.config.schema import Config, ModelConfig
 from parbench.dtypes import ITEMSIZE
 from parbench.metrics import KERNEL_TIME
@@ -124,12 +125,13 @@ def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], b
     cal = replace(base, **host)
     notes = [f"--host: the host's dispatch measured, every other figure kept from {base.label(cfg.hardware.name)}",
              *([host_speed(eager, base)] if eager else []), *notes]
-    engine = inference_runs(overrides, results)
-    if len(engine.depths) > 1 or len(engine.tiny) > 1:  # the engine's host time per step and per layer, as `fit` has it
+    if missing := sorted(n for n in benchmarks(cfg) if is_engine_host_run(n) and n not in results):
+        # each of the engine's figures is fitted from several of its runs: a partial set would drop or misplace some
+        notes.append(f"the engine's host figures kept: no {', '.join(missing)} measured")
+    else:  # the engine's host time per step and per layer, as `fit` has it
         counted, model = prefill_census(overrides, results)
-        cal = priced_per_kernel(inference_host(cal, engine), {**base.prefill_kernels_per_layer, **counted}, model)
-    else:
-        notes.append("no native-engine runs: the engine's host figures kept")
+        cal = priced_per_kernel(inference_host(cal, inference_runs(overrides, results)),
+                                {**base.prefill_kernels_per_layer, **counted}, model)
     if cfg.hardware.device_type == "cpu":  # a CPU's step is its host's work: its terms and dispatch are fitted together
         notes.append("on a CPU the host runs the device's work too: the whole `parbench calibrate` fits both together")
     kept = base.source.split(HOST_SOURCE)[0]  # an earlier --host's figures are replaced, not listed
@@ -139,7 +141,7 @@ def fit_host_only(cfg: Config, overrides: list[str], results: dict[str, dict], b
 
 
 def host_speed(runs: list[HostRun], base: Calibration) -> str:
-    """How this host's training steps compare with what the base profile's host gives them."""
+    """How this host's training steps compare with the whole step (device and host) the base profile predicts."""
     ratios = sorted(run.step_time_s / predict_step(run.layout, base).step_time_s for run in runs)
     return (f"this host's {len(ratios)} training steps took {ratios[0]:.2f}-{ratios[-1]:.2f}x (median "
             f"{ratios[len(ratios) // 2]:.2f}x) the time the profile gave them")

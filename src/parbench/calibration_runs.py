@@ -221,11 +221,17 @@ def benchmarks(cfg: Config) -> dict[str, list[str]]:
     }
 
 
+def is_engine_host_run(name: str) -> bool:
+    """A native-engine run whose time is the host's: its small batches, on a GPU the calibration model's replayed
+    prefills among them; not the large-batch KV-cache run."""
+    return name.startswith("infer_") and name != INFER_KV_RUN
+
+
 def is_host_run(name: str) -> bool:
-    """A run whose time is the host's dispatch (what `parbench calibrate --host` makes): the tiny models' training
-    steps and the native engine's small batches, not the large-batch KV-cache run nor the other block structures'
-    census."""
-    return name.startswith("host_") or (name.startswith("infer_") and name != INFER_KV_RUN)
+    """A run whose time is the host's dispatch (what `parbench calibrate --host` makes): the training steps of the
+    tiny models (on a GPU, the checkpointed ones at their real widths) and the engine's (is_engine_host_run), not the
+    other block structures' census."""
+    return name.startswith("host_") or is_engine_host_run(name)
 
 
 def benchmark_layout(overrides: list[str], name: str) -> Layout:

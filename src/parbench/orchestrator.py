@@ -37,6 +37,7 @@ FAR_OFF_PCT = 25.0
 # profile's (H100 hosts: up to 1.8x apart, docs/results/2026-12-07_host_probe31.md).
 HOST_SHARE = 0.5
 TIMES = ("step_time", "ttft", "tpot")  # the predicted times a run measures (predicted_<time>_error_pct)
+INFERENCE_PHASES = {"ttft": ("prefill", "prefill (TTFT)"), "tpot": ("decode", "decode step (TPOT)")}
 
 
 @dataclass
@@ -153,16 +154,16 @@ def prediction_source(cfg: Config, prediction: dict | None, metrics: dict | None
     source, calibrate = prediction["calibration"], f"parbench calibrate hardware={cfg.hardware.name}"
     if source.startswith("spec"):
         return f"\n  predicted_* from {source} (uncalibrated: `{calibrate}` measures them)"
-    far = far_off_pct(metrics or {})
-    reason = far_off_reason(cfg, calibrate, prediction) if far is not None else None
-    advice = f"\n  the prediction is {far:+.0f} % off this run's measurement: {reason}" if reason else ""
+    far = far_off(metrics or {})
+    reason = far_off_reason(cfg, calibrate, prediction, far[0]) if far else None
+    advice = f"\n  the prediction is {far[1]:+.0f} % off this run's measurement: {reason}" if reason else ""
     return f"\n  predicted_* from {source}{advice}"
 
 
-def far_off_reason(cfg: Config, calibrate: str, prediction: dict) -> str | None:
-    """Why a prediction may be far off: an inference run of a block no calibration run had (the profile counts the
-    kernels of those it ran), else a profile of another machine (on a GPU, of another host where the host's
-    dispatch is much of the step: `--host` measures that alone); None for this machine's own profile."""
+def far_off_reason(cfg: Config, calibrate: str, prediction: dict, time: str) -> str | None:
+    """Why the predicted `time` (one of TIMES) may be far off: an inference run of a block no calibration run had (the
+    profile counts the kernels of those it ran), else a profile of another machine (on a GPU, of another host where
+    the host's dispatch is much of that time: `--host` measures that alone); None for this machine's own profile."""
     from parbench.models import block_structure
     from parbench.predict.profiles import calibration_for
 
@@ -173,7 +174,7 @@ def far_off_reason(cfg: Config, calibrate: str, prediction: dict) -> str | None:
                 "so the model's figures for its kernels are extrapolated")
     if own_profile(cfg):
         return None
-    share, what = host_share(prediction)
+    share, what = host_share(prediction, time)
     if share >= HOST_SHARE and cfg.hardware.device_type == "cuda":
         return (f"the host's dispatch is {100 * share:.0f} % of the predicted {what}, and one host of a GPU can take 1.8x "
                 f"another's time to dispatch; `{calibrate} --host` measures this host's dispatch in minutes "
@@ -181,23 +182,23 @@ def far_off_reason(cfg: Config, calibrate: str, prediction: dict) -> str | None:
     return f"the profile was measured on another machine or day; `{calibrate}` measures this one, and later runs use it"
 
 
-def host_share(prediction: dict) -> tuple[float, str]:
-    """The host's dispatch as a share of a predicted training step, or of the inference phase it is most of; and
-    which time that is."""
-    if "predicted_step_time_s" in prediction:
+def host_share(prediction: dict, time: str) -> tuple[float, str]:
+    """The host's whole dispatch, hidden or not, as a share of the predicted `time` (one of TIMES): a training step, a
+    prefill (TTFT) or a decode step (TPOT); and that time's name."""
+    if time == "step_time":
         return prediction.get("host_dispatch_s", 0.0) / prediction["predicted_step_time_s"], "step"
-    shares = {name: prediction[phase]["host_s"] / prediction[phase]["seconds"]
-              for name, phase in (("prefill (TTFT)", "prefill"), ("decode step (TPOT)", "decode"))
-              if prediction.get(phase, {}).get("seconds")}
-    return max(((s, n) for n, s in shares.items()), default=(0.0, "time"))
+    phase, what = INFERENCE_PHASES[time]
+    part = prediction.get(phase, {})
+    return (part.get("host_dispatch_s", 0.0) / part["seconds"] if part.get("seconds") else 0.0), what
 
 
-def far_off_pct(metrics: dict) -> float | None:
-    """The largest error of a predicted time (step, TTFT, TPOT) beyond FAR_OFF_PCT, as the model's error (positive
-    where it predicted more), else None: a machine shows in its times, not in its memory."""
-    errors = [metrics[f"predicted_{name}_error_pct"] for name in TIMES if f"predicted_{name}_error_pct" in metrics]
-    worst = max(errors, key=abs, default=0.0)
-    return worst if abs(worst) > FAR_OFF_PCT else None
+def far_off(metrics: dict) -> tuple[str, float] | None:
+    """The predicted time (one of TIMES) whose error is the largest beyond FAR_OFF_PCT, and that error (positive
+    where the model predicted more), else None: a machine shows in its times, not in its memory."""
+    errors = [(name, metrics[f"predicted_{name}_error_pct"])
+              for name in TIMES if f"predicted_{name}_error_pct" in metrics]
+    worst = max(errors, key=lambda e: abs(e[1]), default=None)
+    return worst if worst and abs(worst[1]) > FAR_OFF_PCT else None
 
 
 def own_profile(cfg: Config) -> bool:

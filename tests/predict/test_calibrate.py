@@ -581,16 +581,30 @@ def test_a_far_off_tiny_model_inference_run_on_a_gpu_is_told_to_measure_its_host
     assert "--host" not in gpu_bound and "`parbench calibrate hardware=h100_sxm` measures this one" in gpu_bound
 
 
+def test_the_far_off_advice_weighs_the_host_in_the_time_that_is_off():
+    """The 1B Llama's prefill launched op by op at batch 4 lasts its dispatch, which the device's work hides but for a
+    tenth: the whole dispatch is what a slower host lengthens, so a far-off TTFT is told `--host`; its decode step is
+    the GPU's, so a far-off TPOT of the same run is told the whole calibration."""
+    from parbench.orchestrator import prediction_source
+
+    cfg = compose("hardware=h100_sxm", "hardware.gpus_per_node=1", "workload=inference", "model=llama3_2_1b",
+                  "workload.batch_size=4", "workload.input_len=512", "workload.prefill_graph=false")
+    prediction = predict_inference(cfg, validate(cfg, None), load_calibration("h100_sxm")).as_dict()
+    assert prediction["prefill"]["host_s"] < 0.2 * prediction["prefill"]["host_dispatch_s"]
+    ttft = prediction_source(cfg, prediction, {"predicted_ttft_error_pct": 40.0, "predicted_tpot_error_pct": 2.0})
+    assert "dispatch is 100 % of the predicted prefill (TTFT)" in ttft and "--host`" in ttft
+    tpot = prediction_source(cfg, prediction, {"predicted_ttft_error_pct": 2.0, "predicted_tpot_error_pct": 40.0})
+    assert "+40 % off" in tpot and "--host" not in tpot and "`parbench calibrate hardware=h100_sxm` measures" in tpot
+
+
 HOST_FIELDS = ("host_s_per_step", "host_s_per_dispatch", "host_s_per_layer", "host_s_per_layer_compiled",
                "host_s_per_moe_layer", "host_s_per_replayed_layer", "host_s_per_replayed_call")
 ENGINE_HOST_FIELDS = ("prefill_host_s", "decode_host_s")  # a CPU's engine has no replayed prefill
 
 
-def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_figures(monkeypatch, tmp_path):
-    """`parbench calibrate --host` on a host whose dispatch is TRUTH's, the device the shipped profile's: only the host
-    runs (training and the engine's) are made, the profile has this host's figures and every other figure of the
-    shipped one, and a second --host (refitting the same runs) over it replaces its host figures rather than adding
-    to its source."""
+def calibrate_host(monkeypatch, tmp_path: Path) -> tuple[Calibration, dict, "FakeRuns", list[str]]:
+    """`parbench calibrate --host` on a CPU whose host is TRUTH's, its device the shipped profile's: the shipped
+    profile, this host's figures, the runs made and the command's arguments."""
     monkeypatch.setenv("PARBENCH_CACHE_DIR", str(tmp_path))
     shipped = load_calibration(str(CONF_DIR / "calibrations" / "cpu.yaml"))
     other_host = {f: getattr(TRUTH, f) for f in (*HOST_FIELDS, *ENGINE_HOST_FIELDS)}
@@ -599,6 +613,15 @@ def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_fig
     monkeypatch.setattr(subprocess, "run", runs)
     args = [*ONE_CPU, "--host", "--work", str(tmp_path / "work"), f"tracking.uri=sqlite:///{tmp_path}/m.db"]
     assert calibrate.main(args) == 0
+    return shipped, other_host, runs, args
+
+
+def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_figures(monkeypatch, tmp_path):
+    """`parbench calibrate --host` on a host whose dispatch is TRUTH's, the device the shipped profile's: only the host
+    runs (training and the engine's) are made, the profile has this host's figures and every other figure of the
+    shipped one, and a second --host (refitting the same runs) over it replaces its host figures rather than adding
+    to its source."""
+    shipped, other_host, runs, args = calibrate_host(monkeypatch, tmp_path)
     cfg, _ = calibrate.local_config(ONE_CPU)
     assert runs.names == [n for n in calibrate.benchmarks(cfg) if n.startswith(("host_", "infer_")) and n != INFER_KV_RUN]
     assert {"host_compiled", "infer_2_layers"} <= set(runs.names)
@@ -616,3 +639,24 @@ def test_a_host_calibration_measures_only_the_host_runs_and_keeps_the_device_fig
     assert again.startswith(shipped.source) and again.count(calibration_fit.HOST_SOURCE) == 1
     refitted = f"{calibration_fit.HOST_SOURCE}runs measured earlier, refitted {time.strftime('%Y-%m-%d')}: parbench calibrate --host"
     assert refitted in again
+
+
+def test_a_host_refit_over_a_whole_ledger_lacking_engine_runs_keeps_the_engines_figures(monkeypatch, tmp_path, capsys):
+    """`--host --fit-only` over a ledger that also holds a whole calibration's device runs (the default --work is the
+    same) names none of them as no longer a calibration run; with some of the engine's host runs missing (an
+    interrupted --host) it keeps the base's engine figures, which a part of their runs would misplace, and says so,
+    while it still fits the training steps' host figures."""
+    shipped, other_host, _, args = calibrate_host(monkeypatch, tmp_path)
+    ledger = tmp_path / "work" / calibrate.MEASURED_FILE
+    measured = json.loads(ledger.read_text())
+    missing = [name for name in sorted(measured) if calibration_runs.is_engine_host_run(name)][:1]
+    measured = {name: entry for name, entry in measured.items() if name not in missing}
+    ledger.write_text(json.dumps({**measured, "matmul": measured["host_2_layers"]}))  # a device run beside them
+    (user_calibration_dir() / "cpu.yaml").unlink()  # the base is the shipped profile again
+    capsys.readouterr()
+    assert calibrate.main([*args, "--fit-only"]) == 0
+    assert "left out" not in capsys.readouterr().out
+    mine = load_calibration("cpu")
+    assert {f: getattr(mine, f) for f in ENGINE_HOST_FIELDS} == {f: getattr(shipped, f) for f in ENGINE_HOST_FIELDS}
+    assert f"the engine's host figures kept: no {', '.join(missing)} measured" in mine.notes and missing
+    assert mine.host_s_per_step == pytest.approx(other_host["host_s_per_step"], rel=5e-2)

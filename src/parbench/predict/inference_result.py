@@ -38,7 +38,8 @@ class Forward:
 
     def as_dict(self) -> dict:
         return {"seconds": self.seconds, "compute_s": self.compute_s, "memory_s": self.memory_s,
-                "host_s": self.exposed_host_s, "comm_s": dict(self.comm_s), "bottleneck": self.bottleneck}
+                "host_s": self.exposed_host_s, "host_dispatch_s": self.host_s, "comm_s": dict(self.comm_s),
+                "bottleneck": self.bottleneck}
 
 
 @dataclass(frozen=True)
