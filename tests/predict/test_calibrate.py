@@ -248,7 +248,8 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     runs = calibrate.benchmarks(cfg)
     assert any(o.startswith("workload.decode_shapes=") for o in runs["attention"])
     base = replace(load_calibration("h100_sxm"), weight_read_factor=1.3)  # a factor the GEMMs' curve leaves no room for
-    cal, notes = calibration_fit.fit(cfg, overrides, calibrate.run_all(overrides, runs, tmp_path), base)
+    results = calibrate.run_all(overrides, runs, tmp_path)
+    cal, notes = calibration_fit.fit(cfg, overrides, results, base)
     assert not [n for n in notes if "kept the figure" in n]
     for width, figures in ATTENTION_WIDTHS.items():  # each head width's own attention curve
         assert cal.attention_widths[width] == pytest.approx(figures, rel=1e-2), width
@@ -286,6 +287,14 @@ def test_a_gpu_calibration_fits_the_decode_steps_latencies_weights_and_attention
     assert cal.optimizer_factor == pytest.approx(truth.optimizer_factor, rel=1e-3)
     for mode, figures in truth.device_idle_s.items():
         assert cal.device_idle_s[mode] == pytest.approx(figures, rel=1e-3), mode
+    # --host over a profile with another host's engine figures: the GPU's engine runs (the tiny model's and the 1B's
+    # replays among them) give the same figures back, the replay's per kernel too
+    other_host = replace(cal, prefill_host_s={}, decode_host_s={"per_step": 1e-3, "per_layer": 1e-3}, prefill_graph_host_s={})
+    host_only = {name: m for name, m in results.items() if calibration_runs.is_host_run(name)}
+    assert {n for n in host_only if n.startswith("infer_")} == {n for n in runs if calibration_runs.is_engine_host_run(n)}
+    again, _ = calibration_fit.fit_host_only(cfg, overrides, host_only, other_host)
+    for field in ("prefill_host_s", "decode_host_s", "prefill_graph_host_s"):
+        assert getattr(again, field) == pytest.approx(getattr(cal, field), rel=1e-6), field
 
 
 VALID_CALLS = {"8x1024": 1e-5, "8x4096": 2e-5, "512x1024": 3e-5, "512x4096": 4e-5}
