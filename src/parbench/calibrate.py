@@ -10,8 +10,8 @@ loses nothing and the same command continues with the next run. The profile goes
 profile directory (~/.cache/parbench/calibrations/<hardware>.yaml, which runs read before the
 shipped one); `--ship` writes the shipped conf/calibrations/<hardware>.yaml instead. `--host` makes only the
 runs whose time is the host's dispatch (calibration_runs.is_host_run: small models' training steps, the native
-engine's small batches; a few minutes) and fits only the host's figures over the current profile: the remedy for a host-bound step far off a
-profile measured on another host of the same GPU (calibration_fit.py)."""
+engine's small batches; a few minutes) and fits only the host's figures over the current profile: the remedy for a
+host-bound step far off a profile measured on another host of the same GPU (calibration_fit.py)."""
 
 from __future__ import annotations
 
